@@ -1,0 +1,1 @@
+"""LLM roles (Selector, Researcher, Coder, Critic) and their prompts."""

@@ -1,0 +1,1 @@
+"""State, wiring, runs and the command-line interface."""

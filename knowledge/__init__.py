@@ -1,0 +1,1 @@
+"""The knowledge base: GPU literature and experiment findings in Chroma."""

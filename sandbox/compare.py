@@ -1,0 +1,113 @@
+"""Compare a candidate's output with the reference's, and say exactly how it differs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    message: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    worst_index: list[int] | None = None
+    mismatches: int = 0
+
+
+def _tensors(value: Any) -> list[torch.Tensor] | None:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        return list(value)
+    return None
+
+
+def compare_outputs(
+    got: Any, expected: Any, rtol: float | None, atol: float | None
+) -> Comparison:
+    """Element-wise |got - expected| <= atol + rtol*|expected|, NaN never passing.
+
+    With rtol/atol None only the diagnostics are computed and `passed` says
+    whether structure (type, shape, dtype) matched.
+    """
+    got_list, exp_list = _tensors(got), _tensors(expected)
+    if exp_list is None:
+        return Comparison(passed=True, message="reference output is not a tensor; not compared")
+    if got_list is None:
+        return Comparison(False, f"expected a tensor output, got {type(got).__name__}")
+    if len(got_list) != len(exp_list):
+        return Comparison(False, f"expected {len(exp_list)} output tensors, got {len(got_list)}")
+    total_bad = 0
+    worst: Comparison | None = None
+    for i, (g, e) in enumerate(zip(got_list, exp_list)):
+        label = f"output {i}: " if len(exp_list) > 1 else ""
+        if tuple(g.shape) != tuple(e.shape):
+            return Comparison(
+                False, f"{label}wrong shape: got {tuple(g.shape)}, expected {tuple(e.shape)}"
+            )
+        if g.dtype != e.dtype:
+            return Comparison(False, f"{label}wrong dtype: got {g.dtype}, expected {e.dtype}")
+        if g.device != e.device:
+            return Comparison(False, f"{label}wrong device: got {g.device}, expected {e.device}")
+        result = _compare_tensor(g, e, rtol, atol, label)
+        total_bad += result.mismatches
+        if worst is None or (not result.passed and worst.passed) or (
+            result.passed == worst.passed
+            and (result.max_abs_error or 0) > (worst.max_abs_error or 0)
+        ):
+            worst = result
+    assert worst is not None
+    worst.mismatches = total_bad
+    return worst
+
+
+def _compare_tensor(
+    got: torch.Tensor, expected: torch.Tensor, rtol: float | None, atol: float | None, label: str
+) -> Comparison:
+    if got.numel() == 0:
+        return Comparison(True, f"{label}empty output")
+    g = got.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    diff = (g - e).abs()
+    # NaN or inf where the reference is finite is the worst possible error.
+    bad_value = ~torch.isfinite(g) & torch.isfinite(e)
+    nan_mismatch = torch.isnan(g) ^ torch.isnan(e)
+    score = torch.where(bad_value | nan_mismatch, torch.full_like(diff, float("inf")), diff)
+    score = torch.nan_to_num(score, nan=0.0)
+    flat = int(torch.argmax(score).item())
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)]
+    worst_got, worst_exp = g.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
+    max_abs = float(diff.reshape(-1)[flat].item())
+    rel = abs(worst_got - worst_exp) / max(abs(worst_exp), 1e-30)
+    if rtol is None or atol is None:
+        mismatches = int((bad_value | nan_mismatch).sum().item())
+        return Comparison(
+            mismatches == 0,
+            f"{label}worst element {tuple(index)}: got {worst_got:.6g}, expected {worst_exp:.6g}",
+            max_abs,
+            rel,
+            index,
+            mismatches,
+        )
+    allowed = atol + rtol * e.abs()
+    mismatch = (diff > allowed) | bad_value | nan_mismatch
+    mismatches = int(mismatch.sum().item())
+    where = f"{label}worst element {tuple(index)}: got {worst_got:.6g}, expected {worst_exp:.6g}"
+    if mismatches == 0:
+        return Comparison(True, f"{where}, abs error {max_abs:.3g}", max_abs, rel, index, 0)
+    limit = atol + rtol * abs(worst_exp)
+    unwritten = int(torch.isnan(g).sum().item())
+    note = f"; {unwritten} elements unwritten (still NaN)" if unwritten else ""
+    return Comparison(
+        False,
+        f"{mismatches} of {got.numel()} elements out of tolerance (rtol={rtol:g}, atol={atol:g}); "
+        f"{where}, abs error {max_abs:.3g} > allowed {limit:.3g}{note}",
+        max_abs,
+        rel,
+        index,
+        mismatches,
+    )

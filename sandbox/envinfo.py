@@ -1,0 +1,60 @@
+"""What a verdict was measured on: device, driver, toolkit, torch, host."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from typing import Any
+
+
+def _first_line(command: list[str]) -> str | None:
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def collect(device: str) -> dict[str, Any]:
+    import torch
+
+    from sandbox.native import _cpu_model
+
+    info: dict[str, Any] = {
+        "device": _cpu_model(),
+        "device_kind": "cpu",
+        "driver": None,
+        "toolkit": None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "compilers": {"cxx": _first_line([os.environ.get("CXX", "g++"), "--version"])},
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        index = torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        info.update(
+            device=props.name,
+            device_kind="rocm" if torch.version.hip else "cuda",
+            compute_capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+            memory_gb=round(props.total_memory / 2**30, 1),
+        )
+        if torch.version.hip:
+            info["toolkit"] = f"ROCm/HIP {torch.version.hip}"
+            info["gcn_arch"] = getattr(props, "gcnArchName", None)
+        else:
+            info["toolkit"] = f"CUDA {torch.version.cuda} (torch)"
+            info["compilers"]["nvcc"] = _first_line(["nvcc", "--version"])
+            info["driver"] = _first_line(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={index}"]
+            )
+    return info

@@ -1,0 +1,250 @@
+"""Correctness and timing of one loaded candidate, inside a worker process.
+
+The candidate always gets a clone of the inputs, never the tensors the check
+uses. Output buffers the problem preallocates (found by running the reference
+and seeing which input it wrote and returned) are filled with NaN before each
+call, and freed memory of the output's size is filled with NaN too, so that
+elements a candidate forgot to write fail the check instead of passing on
+stale values.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from sandbox.compare import Comparison, compare_outputs
+from sandbox.problem import Problem
+from sandbox.targets import TargetProfile
+from sandbox.timing import Timer, TimingPolicy
+
+
+class CandidateFailure(Exception):
+    """The candidate raised or crashed the device during a call."""
+
+    def __init__(self, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal  # the device context is unusable: stop here
+
+
+def clone_data(data: Any) -> Any:
+    if isinstance(data, torch.Tensor):
+        # clone() keeps the strides of dense tensors: column-major stays column-major.
+        return data.clone()
+    if isinstance(data, tuple):
+        return tuple(clone_data(x) for x in data)
+    if isinstance(data, list):
+        return [clone_data(x) for x in data]
+    if isinstance(data, dict):
+        return {k: clone_data(v) for k, v in data.items()}
+    return data
+
+
+def _items(data: Any) -> list[tuple[Any, torch.Tensor]]:
+    if isinstance(data, torch.Tensor):
+        return [((), data)]
+    if isinstance(data, (tuple, list)):
+        return [(i, x) for i, x in enumerate(data) if isinstance(x, torch.Tensor)]
+    if isinstance(data, dict):
+        return [(k, v) for k, v in data.items() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _get(data: Any, key: Any) -> torch.Tensor:
+    return data if key == () else data[key]
+
+
+def output_buffers(ref_data: Any, ref_output: Any) -> list[Any]:
+    """Keys of inputs the reference wrote its result into (preallocated outputs)."""
+    outs = [ref_output] if isinstance(ref_output, torch.Tensor) else [
+        o for o in (ref_output if isinstance(ref_output, (tuple, list)) else []) if isinstance(o, torch.Tensor)
+    ]
+    ptrs = {o.data_ptr() for o in outs if o.numel()}
+    return [k for k, t in _items(ref_data) if t.numel() and t.data_ptr() in ptrs]
+
+
+def poison(tensor: torch.Tensor) -> None:
+    if tensor.is_floating_point():
+        if tensor.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2):
+            tensor.view(torch.uint8).fill_(0x7F if tensor.dtype != torch.float8_e4m3fnuz else 0x80)
+        else:
+            tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        tensor.fill_(True)
+    else:
+        tensor.fill_(-1 if tensor.dtype.is_signed else 0x7F)
+
+
+def poison_free_memory(nbytes: int, device: str) -> None:
+    """Leave NaN-filled memory of this size in the allocator's free pool.
+
+    A candidate that returns `torch.empty(...)` without writing all of it then
+    reads NaN where it skipped, not a previous call's (or the reference's) answer.
+    """
+    if nbytes <= 0:
+        return
+    block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    block.fill_(0xFF)  # all-ones is NaN in fp32, fp16 and bf16
+    del block
+
+
+def _output_nbytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for _, t in _items(value if not isinstance(value, list) else tuple(value)))
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def call_candidate(kernel: Callable[[Any], Any], data: Any, device: str) -> Any:
+    try:
+        out = kernel(data)
+        _sync(device)
+        return out
+    except Exception as exc:  # noqa: BLE001 - anything a candidate raises is its failure
+        text = "".join(traceback.format_exception(exc)[-8:])
+        fatal = device.startswith("cuda") and _device_broken(exc)
+        raise CandidateFailure(f"{type(exc).__name__}: {exc}\n{text}", fatal=fatal) from exc
+
+
+def _device_broken(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(
+        s in text
+        for s in ("illegal memory access", "illegal instruction", "misaligned address", "unspecified launch failure", "device-side assert")
+    )
+
+
+@dataclass
+class ShapeCheck:
+    params: dict[str, Any]
+    passed: bool
+    message: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    worst_index: list[int] | None = None
+    seconds: float = 0.0
+
+
+def judge(problem: Problem, pristine: Any, output: Any, expected: Any) -> Comparison:
+    """Pass or fail by the problem's tolerance, else by its own check."""
+    if problem.tolerance is not None:
+        rtol, atol = problem.tolerance
+        return compare_outputs(output, expected, rtol, atol)
+    detail = compare_outputs(output, expected, None, None)
+    if not detail.passed and detail.max_abs_error is None:
+        return detail  # structure differs (shape, dtype, type): say so plainly
+    ok, message = problem.check_implementation(clone_data(pristine), output)
+    detail.passed = ok
+    detail.message = detail.message if ok else f"{message.strip()[:2000]} ({detail.message})"
+    return detail
+
+
+def check_shape(problem: Problem, kernel: Callable[[Any], Any], params: dict[str, Any], device: str) -> ShapeCheck:
+    started = time.perf_counter()
+    pristine = problem.generate_input(params, device)
+    ref_data = clone_data(pristine)
+    ref_output = problem.reference(ref_data)
+    _sync(device)
+    buffers = output_buffers(ref_data, ref_output)
+    expected = clone_data(ref_output)
+    del ref_data, ref_output
+    cand_data = clone_data(pristine)
+    for key in buffers:
+        poison(_get(cand_data, key))
+    poison_free_memory(_output_nbytes(expected), device)
+    output = call_candidate(kernel, cand_data, device)
+    result = judge(problem, pristine, output, expected)
+    return ShapeCheck(
+        params=params,
+        passed=result.passed,
+        message=result.message,
+        max_abs_error=_finite(result.max_abs_error),
+        max_rel_error=_finite(result.max_rel_error),
+        worst_index=result.worst_index,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
+@dataclass
+class ShapeTiming:
+    params: dict[str, Any]
+    stats: dict[str, Any]
+    reference: dict[str, Any] | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    sol_us: float | None = None
+    recheck_passed: bool = True
+    recheck_message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def time_shape(
+    problem: Problem,
+    kernel: Callable[[Any], Any],
+    params: dict[str, Any],
+    device: str,
+    policy: TimingPolicy,
+    profile: TargetProfile | None,
+    time_reference: bool,
+    input_sets: int = 2,
+) -> ShapeTiming:
+    """Median time of the candidate (and the reference) on one benchmark shape.
+
+    Repetitions rotate over `input_sets` distinct inputs (seeds seed, seed+1,
+    ...); afterwards the last output for each set is checked again, so a
+    kernel that is right once and wrong when timed does not pass.
+    """
+    seed = int(params.get("seed", 0))
+    pristines, expecteds, cand_sets, buffer_keys = [], [], [], None
+    for i in range(max(1, input_sets)):
+        p = dict(params, seed=seed + i) if "seed" in params else dict(params)
+        pristine = problem.generate_input(p, device)
+        ref_data = clone_data(pristine)
+        ref_output = problem.reference(ref_data)
+        expected = clone_data(ref_output)
+        if buffer_keys is None:
+            buffer_keys = output_buffers(ref_data, ref_output)
+        pristines.append(pristine)
+        expecteds.append(expected)
+        cand = clone_data(pristine)
+        for key in buffer_keys:
+            poison(_get(cand, key))
+        cand_sets.append(cand)
+    _sync(device)
+    timer = Timer(device, policy)
+    try:
+        stats, outs = timer.run(kernel, cand_sets)
+    except Exception as exc:  # noqa: BLE001
+        raise CandidateFailure(f"{type(exc).__name__} while timing: {exc}", fatal=_device_broken(exc)) from exc
+    result = ShapeTiming(params=params, stats=stats.to_dict())
+    for pristine, out, expected in zip(pristines, outs, expecteds):
+        verdict = judge(problem, pristine, out, expected)
+        if not verdict.passed:
+            result.recheck_passed = False
+            result.recheck_message = f"output wrong after timed repetitions: {verdict.message}"
+            break
+    if time_reference:
+        ref_sets = [clone_data(p) for p in pristines]
+        ref_policy = TimingPolicy(
+            warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
+            budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5,
+        )
+        ref_stats, _ = Timer(device, ref_policy).run(problem.reference, ref_sets)
+        result.reference = ref_stats.to_dict()
+    flops, nbytes = problem.roofline.at(params)
+    result.flops, result.bytes = flops, nbytes
+    if profile is not None:
+        sol = profile.sol_seconds(flops, nbytes, problem.roofline.compute)
+        result.sol_us = sol * 1e6 if sol else None
+    return result

@@ -1,0 +1,132 @@
+"""The verdict: a typed, versioned record of one evaluation."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from sandbox import SCHEMA_VERSION
+
+
+class Status(str, Enum):
+    ok = "ok"  # built, every test passed, timed
+    build_error = "build_error"  # the compiler rejected it
+    wrong_output = "wrong_output"  # ran, but some output was out of tolerance
+    runtime_error = "runtime_error"  # raised, or failed to import
+    crash = "crash"  # the worker died (signal, abort, out of memory)
+    timeout = "timeout"  # a phase ran past its wall-clock limit
+    harness_error = "harness_error"  # our fault or the problem's, not the candidate's
+    built = "built"  # build-only evaluation finished
+
+
+class Diagnostic(BaseModel):
+    file: str
+    line: int
+    column: int | None = None
+    severity: str
+    message: str
+
+
+class BuildRecord(BaseModel):
+    name: str
+    lang: str
+    key: str
+    cached: bool
+    ok: bool
+    seconds: float
+    command: list[str] = Field(default_factory=list)
+    log: str = ""
+
+
+class BuildInfo(BaseModel):
+    records: list[BuildRecord] = Field(default_factory=list)
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.records) and all(r.cached for r in self.records)
+
+
+class TestResult(BaseModel):
+    params: dict[str, Any]
+    shape: str
+    passed: bool
+    message: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    worst_index: list[int] | None = None
+    seconds: float = 0.0
+
+
+class BenchmarkResult(BaseModel):
+    params: dict[str, Any]
+    shape: str
+    reps: int
+    median_us: float
+    mean_us: float
+    std_us: float
+    stderr_us: float
+    min_us: float
+    max_us: float
+    p25_us: float
+    p75_us: float
+    reference_median_us: float | None = None
+    speedup: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    sol_us: float | None = None
+    pct_sol: float | None = None
+
+
+class Summary(BaseModel):
+    geomean_us: float | None = None
+    reference_geomean_us: float | None = None
+    speedup: float | None = None
+    pct_sol_geomean: float | None = None
+
+
+class ProblemInfo(BaseModel):
+    name: str
+    kind: str
+    path: str
+    ranking_by: str = "geom"
+    tolerance: list[float] | None = None
+
+
+class SubmissionInfo(BaseModel):
+    path: str
+    sha256: str
+
+
+class Verdict(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    status: Status
+    message: str = ""
+    target: str
+    problem: ProblemInfo | None = None
+    submission: SubmissionInfo
+    tests: list[TestResult] = Field(default_factory=list)
+    benchmarks: list[BenchmarkResult] = Field(default_factory=list)
+    summary: Summary | None = None
+    build: BuildInfo = Field(default_factory=BuildInfo)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    phases: dict[str, float] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    target_profile: dict[str, Any] | None = None
+    log_tail: str = ""
+    wall_seconds: float = 0.0
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def passed(self) -> bool:
+        return self.status == Status.ok
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Verdict":
+        return cls.model_validate_json(text)

@@ -1,0 +1,233 @@
+"""The process that builds, checks and times one candidate.
+
+    python -m sandbox.worker REQUEST.json
+
+It reports on the file descriptor named by $KS_EVENT_FD, one JSON object per
+line: {"phase": ...} when a phase starts (the parent enforces each phase's
+wall-clock limit), then {"result": {...}} with the verdict's fields. The
+candidate's own prints go to this process's stdout and stderr, which the
+parent keeps as the run log. Standard library, torch and PyYAML only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# The worker is started as `python -m sandbox.worker` with the project on PYTHONPATH.
+
+
+class Events:
+    def __init__(self) -> None:
+        fd = os.environ.get("KS_EVENT_FD")
+        self._out = os.fdopen(int(fd), "w", buffering=1) if fd else None
+
+    def send(self, **event: Any) -> None:
+        if self._out is not None:
+            self._out.write(json.dumps(event, default=str) + "\n")
+            self._out.flush()
+
+
+def _device_for(target: str) -> str:
+    if target == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"target {target!r} needs a GPU, and torch sees none")
+    return "cuda:0"
+
+
+def _profile(target: str, device: str) -> Any:
+    from sandbox import targets
+
+    if target == "cpu":
+        return targets.cpu_profile()
+    import torch
+
+    return targets.profile_for_device_name(torch.cuda.get_device_name(0))
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
+    from sandbox import native
+    from sandbox.problem import load_problem
+
+    target = request["target"]
+    mode = request.get("mode", "full")
+    result: dict[str, Any] = {
+        "status": "harness_error",
+        "message": "",
+        "tests": [],
+        "benchmarks": [],
+        "errors": [],
+        "phases": {},
+    }
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        if result["phases"]:
+            last = list(result["phases"])[-1]
+            result["phases"][last] = round(now - clock, 4)
+        result["phases"][name] = 0.0
+        clock = now
+        events.send(phase=name)
+
+    def finish() -> dict[str, Any]:
+        if result["phases"]:
+            last = list(result["phases"])[-1]
+            result["phases"][last] = round(time.perf_counter() - clock, 4)
+        result["build"] = {"records": native.BUILD_RECORDS}
+        return result
+
+    phase("build")
+    problem = load_problem(request["problem"], target)
+    result["problem"] = {
+        "name": problem.name,
+        "kind": problem.kind,
+        "path": str(problem.path),
+        "ranking_by": problem.ranking_by,
+        "tolerance": list(problem.tolerance) if problem.tolerance else None,
+    }
+    if request.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(request["threads"]))
+    device = "cpu" if mode == "build" else _device_for(target)
+    from sandbox import envinfo, harness
+    from sandbox.timing import TimingPolicy
+
+    if mode != "build":
+        result["environment"] = envinfo.collect(device)
+    problem.bind()
+    try:
+        kernel = problem.load_submission(Path(request["submission"]))
+    except native.BuildError as exc:
+        result.update(status="build_error", message=str(exc))
+        result["diagnostics"] = [d.__dict__ for d in exc.diagnostics]
+        return finish()
+    except Exception as exc:  # noqa: BLE001 - the candidate's import failed
+        if mode == "build":
+            # Module-level code may need the GPU the builder cannot see;
+            # whatever compiled is cached, the GPU worker does the rest.
+            result.update(status="built", message=f"import stopped early: {type(exc).__name__}: {exc}")
+            return finish()
+        result.update(status="runtime_error", message=f"importing the submission failed: {type(exc).__name__}: {exc}")
+        result["errors"].append(traceback.format_exc()[-4000:])
+        return finish()
+    if mode == "build":
+        result.update(status="built", message="built")
+        return finish()
+
+    phase("check")
+    all_passed = True
+    for params in problem.tests:
+        try:
+            check = harness.check_shape(problem, kernel, params, device)
+        except harness.CandidateFailure as exc:
+            result["tests"].append(
+                {"params": params, "shape": problem.shape_label(params), "passed": False, "message": str(exc).splitlines()[0]}
+            )
+            result.update(status="runtime_error", message=f"{problem.shape_label(params)}: {str(exc).splitlines()[0]}")
+            result["errors"].append(str(exc)[-4000:])
+            return finish()
+        entry = dict(check.__dict__, shape=problem.shape_label(params))
+        result["tests"].append(entry)
+        events.send(progress="check", shape=entry["shape"], passed=check.passed)
+        if not check.passed:
+            all_passed = False
+    if not all_passed:
+        failed = [t for t in result["tests"] if not t["passed"]]
+        result.update(
+            status="wrong_output",
+            message=f"{len(failed)} of {len(result['tests'])} tests failed; first: {failed[0]['shape']}: {failed[0]['message']}",
+        )
+        return finish()
+    if mode == "check":
+        result.update(status="ok", message="all tests passed (timing skipped)")
+        return finish()
+
+    phase("time")
+    policy = TimingPolicy.from_dict(request.get("timing"))
+    profile = _profile(target, device)
+    result["target_profile"] = profile.to_dict() if profile else None
+    for params in problem.benchmarks:
+        try:
+            timing = harness.time_shape(
+                problem, kernel, params, device, policy, profile,
+                time_reference=bool(request.get("time_reference", True)),
+                input_sets=int(request.get("input_sets", 2)),
+            )
+        except harness.CandidateFailure as exc:
+            result.update(status="runtime_error", message=f"{problem.shape_label(params)}: {str(exc).splitlines()[0]}")
+            result["errors"].append(str(exc)[-4000:])
+            return finish()
+        median = timing.stats["median_us"]
+        entry = {
+            "params": params,
+            "shape": problem.shape_label(params),
+            **{k: v for k, v in timing.stats.items()},
+            "reference_median_us": timing.reference["median_us"] if timing.reference else None,
+            "flops": timing.flops,
+            "bytes": timing.bytes,
+            "sol_us": timing.sol_us,
+        }
+        entry["speedup"] = entry["reference_median_us"] / median if entry["reference_median_us"] and median else None
+        entry["pct_sol"] = 100.0 * timing.sol_us / median if timing.sol_us and median else None
+        result["benchmarks"].append(entry)
+        events.send(progress="time", shape=entry["shape"], median_us=median)
+        if not timing.recheck_passed:
+            result.update(status="wrong_output", message=f"{entry['shape']}: {timing.recheck_message}")
+            return finish()
+    medians = [b["median_us"] for b in result["benchmarks"]]
+    refs = [b["reference_median_us"] for b in result["benchmarks"]]
+    geo = _geomean(medians)
+    ref_geo = _geomean(refs) if all(refs) else None
+    sols = [b["pct_sol"] for b in result["benchmarks"]]
+    result["summary"] = {
+        "geomean_us": geo,
+        "reference_geomean_us": ref_geo,
+        "speedup": ref_geo / geo if ref_geo and geo else None,
+        "pct_sol_geomean": _geomean(sols) if all(sols) else None,
+    }
+    result.update(status="ok", message=f"all {len(problem.tests)} tests passed; geomean {geo:.2f} µs" if geo else "ok")
+    return finish()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m sandbox.worker REQUEST.json", file=sys.stderr)
+        return 2
+    events = Events()
+    request = json.loads(Path(argv[1]).read_text())
+    try:
+        result = run(request, events)
+    except Exception as exc:  # noqa: BLE001 - report, never die silently
+        result = {
+            "status": "harness_error",
+            "message": f"{type(exc).__name__}: {exc}",
+            "errors": [traceback.format_exc()[-4000:]],
+        }
+    events.send(result=result)
+    # Candidates may leave threads or device state behind; do not wait on them.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
