@@ -77,7 +77,7 @@ def summarise(samples_us: list[float]) -> TimingStats:
 
 def _converged(samples: list[float], policy: TimingPolicy) -> bool:
     n = len(samples)
-    if n < policy.min_reps:
+    if n < max(2, policy.min_reps):
         return False
     mean = statistics.fmean(samples)
     if mean <= 0:

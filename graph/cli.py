@@ -1,0 +1,104 @@
+"""The `kernel-scientist` command."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.problem import ProblemError, bundled_problems, load_problem
+from sandbox.report import render_verdict
+
+app = typer.Typer(
+    help="Kernel Scientist: evolve fast, correct GPU kernels with LLM agents and measured feedback.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@app.command("eval")
+def eval_command(
+    problem: str = typer.Argument(..., help="Bundled problem name, GPU MODE problem directory, or KernelBench .py file."),
+    submission: Optional[Path] = typer.Argument(None, help="Submission file; default: the problem's seed for the target."),
+    target: str = typer.Option("cpu", "--target", "-t", help="cpu or cuda."),
+    variant: Optional[str] = typer.Option(None, help="Seed variant when SUBMISSION is omitted (e.g. triton)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the verdict as JSON here."),
+    check_only: bool = typer.Option(False, "--check-only", help="Check correctness, skip timing."),
+    budget: float = typer.Option(2.0, help="Seconds of timed repetitions per benchmark shape."),
+    no_reference: bool = typer.Option(False, "--no-reference", help="Do not time the reference (no speed-up)."),
+    build_limit: float = typer.Option(600.0, help="Wall-clock limit of the build phase, seconds."),
+    check_limit: float = typer.Option(300.0, help="Wall-clock limit of the check phase, seconds."),
+    time_limit: float = typer.Option(600.0, help="Wall-clock limit of the timing phase, seconds."),
+    gpu: Optional[int] = typer.Option(None, help="GPU index to use (default: the first visible)."),
+) -> None:
+    """Build, check and time one submission, and print its verdict."""
+    try:
+        spec = load_problem(problem, target)
+        if submission is None:
+            submission = spec.seed_for(target, variant)
+            console.print(f"[dim]no submission given: using the {target} seed {submission}[/dim]")
+    except ProblemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if not submission.is_file():
+        console.print(f"[red]error:[/red] submission not found: {submission}")
+        raise typer.Exit(2)
+    options = EvalOptions(
+        target=target,
+        mode="check" if check_only else "full",
+        limits=PhaseLimits(build=build_limit, check=check_limit, time=time_limit),
+        timing={"budget_s": budget},
+        time_reference=not no_reference,
+        gpu=gpu,
+    )
+    with console.status("starting worker") as status:
+
+        def progress(event: dict) -> None:
+            if "phase" in event:
+                status.update(f"{event['phase']}…")
+            elif event.get("progress"):
+                status.update(f"{event['progress']}: {event.get('shape', '')}")
+
+        try:
+            verdict = evaluate(spec.path, submission, options, on_event=progress)
+        except ValueError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+    render_verdict(verdict, console)
+    if json_out is not None:
+        json_out.write_text(verdict.to_json())
+        console.print(f"[dim]verdict written to {json_out}[/dim]")
+    raise typer.Exit(0 if verdict.passed else 1)
+
+
+@app.command("problems")
+def problems_command() -> None:
+    """List the bundled problems and their seeds."""
+    from rich.table import Table
+
+    table = Table(title="Bundled problems")
+    for col in ("name", "targets", "seeds", "tests", "benchmarks"):
+        table.add_column(col)
+    for name, path in bundled_problems().items():
+        spec = load_problem(path)
+        table.add_row(
+            name, ", ".join(spec.targets), ", ".join(sorted(spec.seeds)), str(len(spec.tests)), str(len(spec.benchmarks))
+        )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,101 @@
+"""Evaluate many candidates: builds in parallel on the CPU, timing one at a time per device.
+
+Each candidate first goes through a build-only worker that sees no GPU (its
+compiled libraries land in the shared build cache), then waits for a free
+device slot and is checked and timed there; the second import finds every
+library in the cache. So compilers keep the host's cores busy while the GPU
+times another candidate, and a candidate that fails to build never takes
+device time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from queue import Queue
+from typing import Any, Callable
+
+from sandbox.evaluator import EvalOptions, evaluate
+from sandbox.verdict import Status, Verdict
+
+log = logging.getLogger(__name__)
+
+
+class EvaluationPool:
+    """A pool of build slots and device slots.
+
+    devices: GPU indices for the cuda target (one evaluation at a time on each);
+    for the cpu target, the number of timing slots is len(devices) (default 1,
+    since concurrent CPU timings disturb each other).
+    """
+
+    def __init__(
+        self,
+        options: EvalOptions,
+        devices: list[int] | None = None,
+        build_workers: int | None = None,
+    ) -> None:
+        self.options = options
+        self.devices = list(devices) if devices else [0]
+        self.build_workers = build_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
+        self._slots: Queue[int] = Queue()
+        for device in self.devices:
+            self._slots.put(device)
+        self._builds = threading.Semaphore(self.build_workers)
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.build_workers + len(self.devices), thread_name_prefix="ks-eval"
+        )
+        self.timeline: list[dict[str, Any]] = []  # (candidate, stage, start, end), for benchmarks
+        self._lock = threading.Lock()
+
+    def submit(
+        self,
+        problem: str | Path,
+        submission: str | Path,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Future[Verdict]:
+        return self._executor.submit(self._evaluate, problem, submission, on_event)
+
+    def map(self, problem: str | Path, submissions: list[str | Path]) -> list[Verdict]:
+        futures = [self.submit(problem, s) for s in submissions]
+        return [f.result() for f in futures]
+
+    def _note(self, submission: Any, stage: str, start: float, end: float, device: int | None = None) -> None:
+        with self._lock:
+            self.timeline.append(
+                {"submission": str(submission), "stage": stage, "start": start, "end": end, "device": device}
+            )
+
+    def _evaluate(
+        self, problem: str | Path, submission: str | Path, on_event: Callable[[dict[str, Any]], None] | None
+    ) -> Verdict:
+        import time
+
+        if self.options.mode != "build":
+            with self._builds:
+                start = time.perf_counter()
+                built = evaluate(problem, submission, replace(self.options, mode="build"), on_event)
+                self._note(submission, "build", start, time.perf_counter())
+            if built.status != Status.built:
+                return built  # build error, timeout or crash: no device time spent
+        device = self._slots.get()
+        try:
+            start = time.perf_counter()
+            verdict = evaluate(problem, submission, replace(self.options, gpu=device), on_event)
+            self._note(submission, "evaluate", start, time.perf_counter(), device)
+            return verdict
+        finally:
+            self._slots.put(device)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> "EvaluationPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

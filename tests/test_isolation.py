@@ -1,0 +1,69 @@
+"""The worker's boundaries: its own process, no secrets, only torch/stdlib/PyYAML."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.evaluator import EvalOptions, evaluate, scrubbed_env
+from sandbox.verdict import Status
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_candidate_sees_no_secrets_and_runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-should-not-leak")
+    monkeypatch.setenv("HF_TOKEN", "hf-should-not-leak")
+    monkeypatch.setenv("KS_SECRET_TOKEN", "ks-should-not-leak")
+    report = tmp_path / "seen.json"
+    spy = tmp_path / "spy.py"
+    spy.write_text(
+        "import json, os\n"
+        f"json.dump({{'env': dict(os.environ), 'pid': os.getpid(), 'cwd': os.getcwd()}}, open({str(report)!r}, 'w'))\n"
+        "def custom_kernel(data):\n    a, b, out = data\n    return out.copy_(a + b)\n"
+    )
+    verdict = evaluate("vector_add", spy, EvalOptions(target="cpu", mode="check"))
+    assert verdict.status == Status.ok, verdict.message
+    seen = json.loads(report.read_text())
+    dumped = json.dumps(seen["env"])
+    assert "should-not-leak" not in dumped
+    assert seen["pid"] != os.getpid()
+    assert seen["cwd"] != os.getcwd() and "ks-eval-" in seen["cwd"]
+
+
+def test_scrubbed_env_keeps_what_builds_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")
+    monkeypatch.setenv("GITHUB_TOKEN", "x")
+    env = scrubbed_env()
+    assert env["CUDA_HOME"] == "/usr/local/cuda" and "PATH" in env
+    assert "GITHUB_TOKEN" not in env and env["PYTHONPATH"] == str(ROOT)
+
+
+def test_worker_side_needs_only_torch_stdlib_and_yaml() -> None:
+    # Block the orchestrator-side libraries, then import every worker module.
+    script = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'pydantic', 'typer', 'rich', 'langchain', 'langgraph', 'chromadb', 'numpy_not_needed'}:
+            raise ImportError('blocked ' + name)
+sys.meta_path.insert(0, Block())
+import sandbox.worker, sandbox.harness, sandbox.problem, sandbox.native, sandbox.timing
+import sandbox.compare, sandbox.targets, sandbox.envinfo, sandbox.buildcache
+print('ok')
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_sandbox_never_imports_langchain_or_langgraph() -> None:
+    for path in (ROOT / "sandbox").glob("*.py"):
+        text = path.read_text()
+        assert "langchain" not in text and "langgraph" not in text, path

@@ -1,0 +1,146 @@
+"""Native builds and the build cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sandbox import buildcache, native
+from sandbox.evaluator import EvalOptions, evaluate
+from sandbox.verdict import Status
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ADD = r'''
+#include <cstdint>
+extern "C" void scale(float* x, int64_t n, double factor) {
+  for (int64_t i = 0; i < n; ++i) x[i] = (float)(x[i] * factor);
+}
+'''
+
+
+def _fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KS_CACHE_DIR", str(tmp_path / "cache"))
+    native.BUILD_RECORDS.clear()
+    return tmp_path / "cache"
+
+
+def test_cpp_library_takes_tensors_ints_and_floats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_cache(tmp_path, monkeypatch)
+    lib = native.load_cpp(ADD, name="scale")
+    x = torch.arange(5, dtype=torch.float32)
+    lib.scale(x, x.numel(), 2.5)
+    assert torch.equal(x, torch.arange(5, dtype=torch.float32) * 2.5)
+    with pytest.raises(AttributeError, match="extern"):
+        lib.not_exported
+    with pytest.raises(TypeError):
+        lib.scale("text", 1, 1.0)
+
+
+def test_second_build_of_same_source_is_a_cache_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_cache(tmp_path, monkeypatch)
+    native.load_cpp(ADD, name="scale")
+    native.load_cpp(ADD, name="scale")
+    first, second = native.BUILD_RECORDS[-2:]
+    assert not first["cached"] and second["cached"]
+    assert first["key"] == second["key"]
+    assert second["seconds"] < first["seconds"]
+
+
+def test_key_changes_with_source_and_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_cache(tmp_path, monkeypatch)
+    native.load_cpp(ADD, name="scale")
+    native.load_cpp(ADD + "\n// changed\n", name="scale")
+    native.load_cpp(ADD, name="scale", flags=["-DVARIANT=1"])
+    keys = [r["key"] for r in native.BUILD_RECORDS[-3:]]
+    assert len(set(keys)) == 3
+    assert not any(r["cached"] for r in native.BUILD_RECORDS[-3:])
+
+
+def test_cache_is_shared_across_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = _fresh_cache(tmp_path, monkeypatch)
+    script = (
+        "import json, sys; from sandbox import native; "
+        f"native.load_cpp({ADD!r}, name='scale'); print(json.dumps(native.BUILD_RECORDS[-1]['cached']))"
+    )
+    env = dict(os.environ, KS_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+        for _ in range(2)
+    ]
+    assert [json.loads(r.stdout) for r in runs] == [False, True]
+
+
+def test_failed_build_is_cached_with_its_diagnostics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_cache(tmp_path, monkeypatch)
+    source = 'extern "C" void f() {\n  int x = ;\n}\n'
+    for _ in range(2):
+        with pytest.raises(native.BuildError) as info:
+            native.load_cpp(source, name="bad")
+    err = info.value
+    assert err.diagnostics and err.diagnostics[0].line == 2 and err.diagnostics[0].file == "bad.cpp"
+    assert "bad.cpp:2" in str(err)
+    assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, True]
+
+
+def test_parallel_builders_of_one_key_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = _fresh_cache(tmp_path, monkeypatch)
+    script = (
+        "import json; from sandbox import native; "
+        f"native.load_cpp({ADD!r} + '// parallel', name='scale'); print(json.dumps(native.BUILD_RECORDS[-1]['cached']))"
+    )
+    env = dict(os.environ, KS_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env) for _ in range(3)
+    ]
+    cached = [json.loads(p.communicate()[0]) for p in procs]
+    assert sorted(cached) == [False, True, True]
+
+
+def test_diagnostics_parse_gcc_and_nvcc_styles() -> None:
+    log = (
+        "k.cu(12): error: identifier \"foo\" is undefined\n"
+        "k.cpp:3:5: error: expected ';' before '}' token\n"
+        "k.cpp:9:1: warning: unused variable 'y'\n"
+        "some other line\n"
+    )
+    diags = native.parse_diagnostics(log)
+    assert [(d.file, d.line, d.severity) for d in diags] == [
+        ("k.cu", 12, "error"), ("k.cpp", 3, "error"), ("k.cpp", 9, "warning")
+    ]
+    assert diags[1].column == 5 and diags[0].column is None
+
+
+def test_evaluation_reports_cache_hits(tmp_path: Path) -> None:
+    seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
+    options = EvalOptions(target="cpu", mode="check")
+    evaluate("vector_add", seed, options)
+    again = evaluate("vector_add", seed, options)
+    assert again.status == Status.ok
+    assert again.build.records and again.build.cached
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_source_compiles_for_hopper_without_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_cache(tmp_path, monkeypatch)
+    monkeypatch.setenv("KS_CUDA_ARCH", "90a")
+    source = '#include <cstdint>\n__global__ void k(float* x) { x[threadIdx.x] = 1.f; }\nextern "C" void run(float* x) { k<<<1, 32>>>(x); }\n'
+    chain = native._toolchain("cuda", [], openmp=False)
+    assert "-gencode=arch=compute_90a,code=sm_90a" in chain.flags
+    path = native._build("ok", source + native._CUDA_HELPERS, chain)
+    assert path.exists() and path.stat().st_size > 0
+    with pytest.raises(native.BuildError) as info:
+        native._build("broken", source.replace("1.f;", "1.f") + native._CUDA_HELPERS, chain)
+    assert any(d.file == "broken.cu" and d.severity == "error" for d in info.value.diagnostics)
+
+
+def test_cache_root_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KS_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert buildcache.cache_root() == tmp_path / "elsewhere" / "build"

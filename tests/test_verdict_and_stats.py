@@ -1,0 +1,102 @@
+"""The verdict record, timing statistics and output comparison."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sandbox import SCHEMA_VERSION
+from sandbox.compare import compare_outputs
+from sandbox.evaluator import EvalOptions, evaluate
+from sandbox.timing import Timer, TimingPolicy, summarise
+from sandbox.verdict import Status, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_verdict_json_round_trip_and_schema() -> None:
+    seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
+    verdict = evaluate("vector_add", seed, EvalOptions(target="cpu", timing={"budget_s": 0.1}))
+    text = verdict.to_json()
+    data = json.loads(text)
+    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["status"] == "ok" and data["target"] == "cpu"
+    for key in ("tests", "benchmarks", "summary", "build", "environment", "errors", "phases", "submission", "problem"):
+        assert key in data, key
+    assert len(data["submission"]["sha256"]) == 64
+    for key in ("device", "torch", "python", "driver", "toolkit"):
+        assert key in data["environment"]
+    again = Verdict.from_json(text)
+    assert again == verdict
+
+
+def test_verdict_rejects_unknown_status() -> None:
+    with pytest.raises(ValueError):
+        Verdict.model_validate({"status": "great", "target": "cpu", "submission": {"path": "x", "sha256": "0"}})
+    assert Verdict(status=Status.timeout, target="cpu", submission={"path": "x", "sha256": "0"}).passed is False
+
+
+def test_summary_statistics() -> None:
+    stats = summarise([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert stats.median_us == 3.0 and stats.min_us == 1.0 and stats.max_us == 100.0
+    assert stats.mean_us == pytest.approx(22.0)
+    assert stats.std_us == pytest.approx(statistics.stdev([1, 2, 3, 4, 100]))
+    assert stats.stderr_us == pytest.approx(stats.std_us / 5**0.5)
+    assert stats.p25_us <= stats.median_us <= stats.p75_us
+    single = summarise([5.0])
+    assert single.std_us == 0.0 and single.median_us == 5.0
+
+
+def test_cpu_timer_measures_what_it_times() -> None:
+    def sleepy(seconds: float) -> None:
+        time.sleep(seconds)
+
+    policy = TimingPolicy(warmup_s=0.0, min_reps=5, max_reps=20, budget_s=1.0, rel_stderr=0.0)
+    stats, _ = Timer("cpu", policy).run(sleepy, [0.004])
+    assert 4000 <= stats.median_us < 12000  # sleep never returns early
+    assert 5 <= stats.reps <= 20
+
+
+def test_timer_stops_once_the_standard_error_is_small() -> None:
+    policy = TimingPolicy(warmup_s=0.0, min_reps=10, max_reps=100000, budget_s=30.0, rel_stderr=0.5)
+    stats, outs = Timer("cpu", policy).run(lambda x: x + 1, [torch.ones(4)])
+    assert stats.reps == 10  # converged at the first chance
+    assert torch.equal(outs[0], torch.full((4,), 2.0))
+
+
+def test_timer_stops_at_its_budget() -> None:
+    policy = TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=10**9, budget_s=0.2, rel_stderr=0.0)
+    started = time.perf_counter()
+    Timer("cpu", policy).run(lambda x: time.sleep(0.001), [None])
+    assert time.perf_counter() - started < 2.0
+
+
+def test_comparison_names_the_worst_element() -> None:
+    expected = torch.zeros(4, 5)
+    got = expected.clone()
+    got[2, 3] = 0.5
+    got[1, 1] = 0.01
+    result = compare_outputs(got, expected, rtol=0.0, atol=1e-3)
+    assert not result.passed and result.mismatches == 2
+    assert result.worst_index == [2, 3]
+    assert "(2, 3)" in result.message and "got 0.5" in result.message and "allowed" in result.message
+
+
+def test_comparison_counts_unwritten_nan() -> None:
+    expected = torch.ones(10)
+    got = expected.clone()
+    got[7:] = float("nan")
+    result = compare_outputs(got, expected, rtol=1e-3, atol=1e-3)
+    assert not result.passed and "3 elements unwritten" in result.message
+
+
+def test_comparison_of_structure() -> None:
+    assert "wrong shape" in compare_outputs(torch.ones(3), torch.ones(4), 0, 0).message
+    assert "wrong dtype" in compare_outputs(torch.ones(3, dtype=torch.float64), torch.ones(3), 0, 0).message
+    assert "expected a tensor" in compare_outputs(None, torch.ones(3), 0, 0).message
+    assert compare_outputs(torch.ones(3) * 1.0001, torch.ones(3), 1e-3, 0).passed
