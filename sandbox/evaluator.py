@@ -10,6 +10,7 @@ a `crash` verdict with its signal and the tail of its log.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +70,9 @@ class EvalOptions:
     input_sets: int = 2
     threads: int | None = None
     gpu: int | None = None  # physical GPU index; None: the first visible
+    # Start the next worker (torch imported, device initialised) as soon as this
+    # one finishes, so the next candidate skips start-up. Still one process each.
+    keep_warm: bool = False
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -146,22 +151,25 @@ def evaluate(
     else:
         extra["CUDA_VISIBLE_DEVICES"] = ""
 
-    with tempfile.TemporaryDirectory(prefix="ks-eval-") as workdir:
-        work = Path(workdir)
-        request = {
-            "problem": problem_ref,
-            "submission": str(submission),
-            "target": options.target,
-            "mode": options.mode,
-            "timing": options.timing,
-            "time_reference": options.time_reference,
-            "input_sets": options.input_sets,
-            "threads": options.threads,
-        }
-        (work / "request.json").write_text(json.dumps(request))
-        log_path = work / "worker.log"
-        outcome = _run_worker(work, log_path, scrubbed_env(extra), options.limits, on_event)
-        log_tail = _tail(log_path)
+    request = {
+        "problem": problem_ref,
+        "submission": str(submission),
+        "target": options.target,
+        "mode": options.mode,
+        "timing": options.timing,
+        "time_reference": options.time_reference,
+        "input_sets": options.input_sets,
+        "threads": options.threads,
+    }
+    env = scrubbed_env(extra)
+    worker = _STANDBY.take(env) or _Worker.spawn(env)
+    try:
+        outcome = worker.run(request, options.limits, on_event)
+        log_tail = _tail(worker.log_path)
+    finally:
+        worker.cleanup()
+    if options.keep_warm:
+        _STANDBY.prepare(env)
 
     wall = time.perf_counter() - started
     base = {"target": options.target, "submission": info, "log_tail": log_tail, "wall_seconds": wall}
@@ -211,75 +219,149 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _run_worker(
-    work: Path,
-    log_path: Path,
-    env: dict[str, str],
-    limits: PhaseLimits,
-    on_event: Callable[[dict[str, Any]], None] | None,
-) -> _Outcome:
-    read_fd, write_fd = os.pipe()
-    env = dict(env, KS_EVENT_FD=str(write_fd))
-    outcome = _Outcome()
-    with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.worker", str(work / "request.json")],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            start_new_session=True,  # its own process group, killed whole
-        )
-    os.close(write_fd)
-    phase = "build"  # start-up and imports count against the build phase
-    deadline = time.monotonic() + limits.for_phase(phase)
-    phase_started = time.monotonic()
-    buffer = b""
-    selector = selectors.DefaultSelector()
-    selector.register(read_fd, selectors.EVENT_READ)
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                outcome.timed_out_phase = phase
-                _kill_group(proc)
-                break
-            if not selector.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = os.read(read_fd, 1 << 16)
-            if not chunk:
-                break  # the worker closed its end: exited or crashed
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    log.warning("unreadable worker event: %r", line[:200])
-                    continue
-                if "phase" in event:
-                    now = time.monotonic()
-                    outcome.phases[phase] = round(now - phase_started, 4)
-                    phase, phase_started = str(event["phase"]), now
-                    outcome.last_phase = phase
-                    deadline = now + limits.for_phase(phase)
-                if "result" in event:
-                    outcome.result = event["result"]
-                if on_event is not None:
-                    on_event(event)
-            if outcome.result is not None:
-                break  # a forked child may still hold the pipe open; do not wait for it
-    finally:
-        selector.close()
-        os.close(read_fd)
+class _Worker:
+    """One worker process: started (perhaps ahead of time), given one request, gone."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env_key = _env_key(env)
+        self._dir = tempfile.TemporaryDirectory(prefix="ks-eval-")
+        self.work = Path(self._dir.name)
+        self.log_path = self.work / "worker.log"
+        read_fd, write_fd = os.pipe()
+        self.read_fd = read_fd
+        with open(self.log_path, "wb") as log_file:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sandbox.worker", "--standby"],
+                cwd=self.work,
+                env=dict(env, KS_EVENT_FD=str(write_fd)),
+                stdin=subprocess.PIPE,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # its own process group, killed whole
+            )
+        os.close(write_fd)
+        self.spawned = time.monotonic()
+
+    @classmethod
+    def spawn(cls, env: dict[str, str]) -> "_Worker":
+        return cls(env)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(
+        self,
+        request: dict[str, Any],
+        limits: PhaseLimits,
+        on_event: Callable[[dict[str, Any]], None] | None,
+    ) -> "_Outcome":
+        request_path = self.work / "request.json"
+        request_path.write_text(json.dumps(request))
+        outcome = _Outcome()
+        phase = "build"  # start-up not yet done and imports count against the build phase
+        deadline = time.monotonic() + limits.for_phase(phase)
+        phase_started = time.monotonic()
         try:
-            outcome.returncode = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            outcome.returncode = proc.wait()
-        # Threads or children a candidate left behind die with the group.
-        _kill_group(proc)
-    outcome.phases[phase] = round(time.monotonic() - phase_started, 4)
-    return outcome
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(f"{request_path}\n".encode())
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died while waiting; the read loop sees EOF and reports a crash
+        buffer = b""
+        selector = selectors.DefaultSelector()
+        selector.register(self.read_fd, selectors.EVENT_READ)
+        try:
+            while outcome.result is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    outcome.timed_out_phase = phase
+                    _kill_group(self.proc)
+                    break
+                if not selector.select(timeout=min(remaining, 1.0)):
+                    continue
+                chunk = os.read(self.read_fd, 1 << 16)
+                if not chunk:
+                    break  # the worker closed its end: exited or crashed
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        log.warning("unreadable worker event: %r", line[:200])
+                        continue
+                    if "phase" in event:
+                        now = time.monotonic()
+                        outcome.phases[phase] = round(now - phase_started, 4)
+                        phase, phase_started = str(event["phase"]), now
+                        outcome.last_phase = phase
+                        deadline = now + limits.for_phase(phase)
+                    if "result" in event:
+                        outcome.result = event["result"]
+                    if on_event is not None:
+                        on_event(event)
+        finally:
+            selector.close()
+            try:
+                outcome.returncode = self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.proc)
+                outcome.returncode = self.proc.wait()
+            # Threads or children a candidate left behind die with the group.
+            _kill_group(self.proc)
+        outcome.phases[phase] = round(time.monotonic() - phase_started, 4)
+        return outcome
+
+    def cleanup(self) -> None:
+        if self.alive():
+            _kill_group(self.proc)
+            self.proc.wait()
+        try:
+            os.close(self.read_fd)
+        except OSError:
+            pass
+        self._dir.cleanup()
+
+
+def _env_key(env: dict[str, str]) -> str:
+    return json.dumps(sorted(env.items()))
+
+
+class _StandbyWorkers:
+    """Workers started ahead of time, one per environment (target, GPU)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[str, _Worker] = {}
+
+    def prepare(self, env: dict[str, str]) -> None:
+        key = _env_key(env)
+        with self._lock:
+            current = self._ready.get(key)
+            if current is not None and current.alive():
+                return
+            self._ready[key] = _Worker.spawn(env)
+
+    def take(self, env: dict[str, str]) -> "_Worker | None":
+        with self._lock:
+            worker = self._ready.pop(_env_key(env), None)
+        if worker is not None and not worker.alive():
+            worker.cleanup()
+            return None
+        return worker
+
+    def shutdown(self) -> None:
+        with self._lock:
+            workers, self._ready = list(self._ready.values()), {}
+        for worker in workers:
+            worker.cleanup()
+
+
+_STANDBY = _StandbyWorkers()
+atexit.register(_STANDBY.shutdown)
+
+
+def shutdown_standby_workers() -> None:
+    """Stop workers started ahead of time (also done at interpreter exit)."""
+    _STANDBY.shutdown()
