@@ -109,14 +109,16 @@ class Timer:
         """Time fn over the argument sets in turn; returns stats and the last outputs."""
         last_outputs: list[Any] = [None] * len(arg_sets)
         # Warm-up: module loading, JIT compilation and allocator growth stay out.
+        # Each warm-up call is waited for: launches return at once, and counting
+        # them against the clock would queue hundreds of calls on a slow kernel.
         start = _perf_counter()
         calls = 0
         while calls < 3 or _perf_counter() - start < self.policy.warmup_s:
             fn(arg_sets[calls % len(arg_sets)])
+            self.sync()
             calls += 1
             if calls >= 3 and self.policy.warmup_s <= 0:
                 break
-        self.sync()
         samples = self._gpu(fn, arg_sets, last_outputs) if self.cuda else self._cpu(
             fn, arg_sets, last_outputs
         )

@@ -1,0 +1,112 @@
+"""The CUDA target on a real GPU (marked `gpu`; skipped without one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.problem import bundled_problems, load_problem
+from sandbox.verdict import Status
+from tests.candidates import write_broken
+
+pytestmark = pytest.mark.gpu
+
+FAST = {"budget_s": 0.3, "warmup_s": 0.02}
+CUDA_SEEDS = [
+    (name, key.partition(":")[2] or None)
+    for name, path in bundled_problems().items()
+    for key in load_problem(path, "cuda").seeds
+    if key.split(":")[0] == "cuda"
+]
+CHECK = EvalOptions(target="cuda", mode="check", limits=PhaseLimits(build=600, check=60, time=300))
+
+
+@pytest.mark.parametrize("name, variant", CUDA_SEEDS, ids=[f"{n}-{v or 'cuda'}" for n, v in CUDA_SEEDS])
+def test_cuda_seed_passes_within_speed_of_light(name: str, variant: str | None) -> None:
+    seed = load_problem(name, "cuda").seed_for("cuda", variant)
+    verdict = evaluate(name, seed, EvalOptions(target="cuda", timing=FAST))
+    assert verdict.status == Status.ok, verdict.message + "\n" + "\n".join(verdict.errors)
+    assert verdict.environment["device_kind"] == "cuda" and verdict.environment["driver"]
+    for bench in verdict.benchmarks:
+        assert bench.median_us > 0 and bench.reference_median_us
+        if bench.pct_sol is not None:
+            assert bench.pct_sol <= 100.0, (bench.shape, bench.pct_sol)
+
+
+@pytest.mark.parametrize("name", ["vector_add", "softmax", "rmsnorm", "fp8_blockscale_gemm"])
+@pytest.mark.parametrize("kind", ["wrong_values", "unwritten_output", "wrong_shape"])
+def test_wrong_outputs_fail_on_gpu(name: str, kind: str, tmp_path: Path) -> None:
+    seed = load_problem(name, "cuda").seed_for("cuda")
+    verdict = evaluate(name, write_broken(tmp_path, seed, kind), CHECK)
+    assert verdict.status == Status.wrong_output, (verdict.status, verdict.message)
+
+
+def test_unwritten_elements_read_as_nan_on_gpu(tmp_path: Path) -> None:
+    # softmax returns a fresh tensor: freed memory of its size was poisoned with NaN.
+    seed = load_problem("softmax", "cuda").seed_for("cuda")
+    verdict = evaluate("softmax", write_broken(tmp_path, seed, "unwritten_output"), CHECK)
+    assert verdict.status == Status.wrong_output
+    assert any("unwritten" in t.message for t in verdict.tests if not t.passed), verdict.tests
+
+
+ILLEGAL_ACCESS = '''
+from sandbox.native import load_cuda
+
+lib = load_cuda(r"""
+#include <cstdint>
+__global__ void bad(float* out) { out[(int64_t)1 << 40] = 1.0f; }
+extern "C" void run(float* out) { bad<<<1, 1>>>(out); }
+""", name="illegal")
+
+
+def custom_kernel(data):
+    a, b, out = data
+    lib.run(out)
+    return out
+'''
+
+SPIN = '''
+from sandbox.native import load_cuda
+
+lib = load_cuda(r"""
+__global__ void spin(volatile int* flag) { while (flag[0] == 0) { } }
+extern "C" void run(int* flag) { spin<<<1, 1>>>(flag); }
+""", name="spin")
+import torch
+
+
+def custom_kernel(data):
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    lib.run(flag)
+    return data[2]
+'''
+
+
+def test_illegal_memory_access_then_a_good_candidate(tmp_path: Path) -> None:
+    bad = tmp_path / "illegal.py"
+    bad.write_text(ILLEGAL_ACCESS)
+    verdict = evaluate("vector_add", bad, CHECK)
+    assert verdict.status in (Status.runtime_error, Status.crash)
+    assert "illegal memory access" in (verdict.message + " ".join(verdict.errors)).lower()
+    good = evaluate("vector_add", load_problem("vector_add", "cuda").seed_for("cuda"), CHECK)
+    assert good.status == Status.ok, good.message
+
+
+def test_kernel_that_never_ends_is_killed_then_gpu_is_usable(tmp_path: Path) -> None:
+    spin = tmp_path / "spin.py"
+    spin.write_text(SPIN)
+    options = EvalOptions(target="cuda", mode="check", limits=PhaseLimits(build=600, check=10, time=60))
+    verdict = evaluate("vector_add", spin, options)
+    assert verdict.status == Status.timeout and "check phase" in verdict.message
+    good = evaluate("vector_add", load_problem("vector_add", "cuda").seed_for("cuda"), CHECK)
+    assert good.status == Status.ok, good.message
+
+
+def test_cuda_build_is_cached_across_workers() -> None:
+    seed = load_problem("vector_add", "cuda").seed_for("cuda")
+    evaluate("vector_add", seed, CHECK)
+    again = evaluate("vector_add", seed, CHECK)
+    assert again.status == Status.ok and again.build.cached
+    assert all(r.lang == "cuda" for r in again.build.records)
