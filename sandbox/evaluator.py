@@ -11,6 +11,7 @@ a `crash` verdict with its signal and the tail of its log.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import logging
@@ -88,6 +89,7 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+@functools.lru_cache(maxsize=1)
 def detect_cuda_arch() -> str | None:
     """The GPU's architecture (e.g. '90a') without importing CUDA torch here."""
     if os.environ.get("KS_CUDA_ARCH"):
@@ -161,13 +163,16 @@ def evaluate(
         "input_sets": options.input_sets,
         "threads": options.threads,
     }
+    if options.mode != "build":
+        # The worker binds the problem and exercises the harness before the request.
+        extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)
     try:
         outcome = worker.run(request, options.limits, on_event)
         log_tail = _tail(worker.log_path)
     finally:
-        worker.cleanup()
+        worker.retire()
     if options.keep_warm:
         _STANDBY.prepare(env)
 
@@ -303,15 +308,26 @@ class _Worker:
                         on_event(event)
         finally:
             selector.close()
-            try:
-                outcome.returncode = self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+            if outcome.result is not None:
+                # The verdict is in: kill the group now (threads or children a
+                # candidate left behind die with it) and let retire() reap it,
+                # so device-context teardown does not delay the verdict.
                 _kill_group(self.proc)
-                outcome.returncode = self.proc.wait()
-            # Threads or children a candidate left behind die with the group.
-            _kill_group(self.proc)
+            else:
+                try:
+                    outcome.returncode = self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    _kill_group(self.proc)
+                    outcome.returncode = self.proc.wait()
+                _kill_group(self.proc)
         outcome.phases[phase] = round(time.monotonic() - phase_started, 4)
         return outcome
+
+    def retire(self) -> None:
+        """Reap and clean up in the background; the verdict does not wait for it."""
+        thread = threading.Thread(target=self.cleanup, name="ks-reap", daemon=True)
+        thread.start()
+        _RETIRING.append(thread)
 
     def cleanup(self) -> None:
         if self.alive():
@@ -359,6 +375,15 @@ class _StandbyWorkers:
 
 
 _STANDBY = _StandbyWorkers()
+_RETIRING: list[threading.Thread] = []
+
+
+def _finish_retiring() -> None:
+    for thread in _RETIRING:
+        thread.join(timeout=30)
+
+
+atexit.register(_finish_retiring)
 atexit.register(_STANDBY.shutdown)
 
 

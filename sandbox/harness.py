@@ -80,17 +80,24 @@ def poison(tensor: torch.Tensor) -> None:
         tensor.fill_(-1 if tensor.dtype.is_signed else 0x7F)
 
 
-def poison_free_memory(nbytes: int, device: str) -> None:
-    """Leave NaN-filled memory of this size in the allocator's free pool.
+def poison_free_memory(nbytes: int, device: str, blocks: int = 4) -> None:
+    """Leave NaN-filled blocks of this size in the allocator's free pool.
 
     A candidate that returns `torch.empty(...)` without writing all of it then
-    reads NaN where it skipped, not a previous call's (or the reference's) answer.
+    reads NaN where it skipped, not a previous call's (or the reference's)
+    answer. On the GPU the caching allocator first gives its cached blocks back
+    to the driver, so stale memory cannot come back through a fresh segment
+    either; the next few allocations of the output's size get poisoned blocks.
     """
     if nbytes <= 0:
         return
-    block = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    block.fill_(0xFF)  # all-ones is NaN in fp32, fp16 and bf16
-    del block
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    held = [torch.empty(nbytes, dtype=torch.uint8, device=device) for _ in range(blocks)]
+    for block in held:
+        block.fill_(0xFF)  # all-ones is NaN in fp32, fp16 and bf16
+    del held
 
 
 def _output_nbytes(value: Any) -> int:
@@ -248,3 +255,17 @@ def time_shape(
         sol = profile.sol_seconds(flops, nbytes, problem.roofline.compute)
         result.sol_us = sol * 1e6 if sol else None
     return result
+
+
+def warm_up(problem: Problem, device: str) -> None:
+    """Run the reference through the check and the timer once on the first test shape.
+
+    Done by a worker started ahead of time, so the candidate's evaluation finds
+    every library and device kernel the harness uses already loaded.
+    """
+    params = problem.tests[0]
+    check_shape(problem, problem.reference, params, device)
+    data = problem.generate_input(params, device)
+    Timer(device, TimingPolicy(warmup_s=0.0, min_reps=3, max_reps=3, budget_s=1.0)).run(
+        problem.reference, [clone_data(data)]
+    )

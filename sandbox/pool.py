@@ -38,8 +38,10 @@ class EvaluationPool:
         options: EvalOptions,
         devices: list[int] | None = None,
         build_workers: int | None = None,
+        keep_warm: bool = True,
     ) -> None:
-        self.options = options
+        # A worker waits, warmed up, on each device for the next candidate.
+        self.options = replace(options, keep_warm=keep_warm)
         self.devices = list(devices) if devices else [0]
         self.build_workers = build_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
         self._slots: Queue[int] = Queue()
@@ -78,7 +80,9 @@ class EvaluationPool:
         if self.options.mode != "build":
             with self._builds:
                 start = time.perf_counter()
-                built = evaluate(problem, submission, replace(self.options, mode="build"), on_event)
+                built = evaluate(
+                    problem, submission, replace(self.options, mode="build", keep_warm=False), on_event
+                )
                 self._note(submission, "build", start, time.perf_counter())
             if built.status != Status.built:
                 return built  # build error, timeout or crash: no device time spent
@@ -93,6 +97,10 @@ class EvaluationPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        if self.options.keep_warm:
+            from sandbox.evaluator import shutdown_standby_workers
+
+            shutdown_standby_workers()
 
     def __enter__(self) -> "EvaluationPool":
         return self

@@ -1,0 +1,68 @@
+"""Where an evaluation's seconds go: start-up pieces, then a profile of the worker's run.
+
+    python bench/profile_eval.py [PROBLEM] [--target cuda] [--mode check]
+
+Prints the time of each start-up step of a fresh worker process (interpreter and
+torch import, device context, tool probes), then profiles `sandbox.worker.run`
+in this process on the problem's seed (its build already cached) and prints the
+slowest functions by cumulative time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _seconds(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("problem", nargs="?", default="vector_add")
+    parser.add_argument("--target", default="cuda")
+    parser.add_argument("--mode", default="check")
+    args = parser.parse_args()
+    py = sys.executable
+    steps = {
+        "python -c pass": _seconds([py, "-c", "pass"]),
+        "import torch": _seconds([py, "-c", "import torch"]),
+        "import torch + CUDA context": _seconds([py, "-c", "import torch; torch.empty(1, device='cuda')"]),
+        "nvidia-smi query": _seconds(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]),
+        "nvcc --version": _seconds(["nvcc", "--version"]),
+    }
+    for name, secs in steps.items():
+        print(f"{name:32s} {secs:6.2f} s")
+
+    from sandbox.problem import load_problem
+    from sandbox.worker import Events, run
+
+    seed = load_problem(args.problem, args.target).seed_for(args.target)
+    request = {"problem": args.problem, "submission": str(seed), "target": args.target, "mode": args.mode,
+               "timing": {"budget_s": 0.25, "warmup_s": 0.02}}
+    run(request, Events())  # builds (or finds in cache) and warms up
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    result = run(request, Events())
+    profiler.disable()
+    print(f"run(): {time.perf_counter() - started:.2f} s, status {result['status']}, phases {result['phases']}")
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+    print(out.getvalue()[-9000:])
+
+
+if __name__ == "__main__":
+    main()
