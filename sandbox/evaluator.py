@@ -74,6 +74,7 @@ class EvalOptions:
     # Start the next worker (torch imported, device initialised) as soon as this
     # one finishes, so the next candidate skips start-up. Still one process each.
     keep_warm: bool = False
+    warm_workers: int = 1  # how many to keep ready: more when candidates arrive faster than start-up
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -110,6 +111,32 @@ def detect_cuda_arch() -> str | None:
     return f"{major}{minor}{'a' if int(major) >= 9 else ''}"
 
 
+def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
+    """What a worker for this problem and these options needs on top of the scrubbed env."""
+    extra: dict[str, str] = {}
+    if options.target == "cuda":
+        arch = detect_cuda_arch()
+        if arch:
+            extra["KS_CUDA_ARCH"] = arch
+        if options.mode == "build":
+            extra["CUDA_VISIBLE_DEVICES"] = ""  # builders never touch the GPU
+        elif options.gpu is not None:
+            extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu)
+    else:
+        extra["CUDA_VISIBLE_DEVICES"] = ""
+    if options.mode != "build":
+        # The worker binds the problem and exercises the harness before the request.
+        extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
+    return extra
+
+
+def prepare_workers(problem: str | Path, options: EvalOptions, count: int | None = None) -> None:
+    """Start workers for this problem and these options ahead of the first candidate."""
+    spec = load_problem(problem, options.target)
+    env = scrubbed_env(_worker_env_extra(str(spec.path), options))
+    _STANDBY.prepare(env, count or options.warm_workers)
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -141,18 +168,7 @@ def evaluate(
     info = SubmissionInfo(path=str(submission), sha256=_sha256(submission))
     started = time.perf_counter()
 
-    extra: dict[str, str] = {}
-    if options.target == "cuda":
-        arch = detect_cuda_arch()
-        if arch:
-            extra["KS_CUDA_ARCH"] = arch
-        if options.mode == "build":
-            extra["CUDA_VISIBLE_DEVICES"] = ""  # builders never touch the GPU
-        elif options.gpu is not None:
-            extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu)
-    else:
-        extra["CUDA_VISIBLE_DEVICES"] = ""
-
+    extra = _worker_env_extra(problem_ref, options)
     request = {
         "problem": problem_ref,
         "submission": str(submission),
@@ -163,9 +179,6 @@ def evaluate(
         "input_sets": options.input_sets,
         "threads": options.threads,
     }
-    if options.mode != "build":
-        # The worker binds the problem and exercises the harness before the request.
-        extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)
     try:
@@ -174,7 +187,7 @@ def evaluate(
     finally:
         worker.retire()
     if options.keep_warm:
-        _STANDBY.prepare(env)
+        _STANDBY.prepare(env, options.warm_workers)
 
     wall = time.perf_counter() - started
     base = {"target": options.target, "submission": info, "log_tail": log_tail, "wall_seconds": wall}
@@ -345,23 +358,24 @@ def _env_key(env: dict[str, str]) -> str:
 
 
 class _StandbyWorkers:
-    """Workers started ahead of time, one per environment (target, GPU)."""
+    """Workers started ahead of time, a few per environment (target, GPU, problem)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ready: dict[str, _Worker] = {}
+        self._ready: dict[str, list[_Worker]] = {}
 
-    def prepare(self, env: dict[str, str]) -> None:
+    def prepare(self, env: dict[str, str], count: int = 1) -> None:
         key = _env_key(env)
         with self._lock:
-            current = self._ready.get(key)
-            if current is not None and current.alive():
-                return
-            self._ready[key] = _Worker.spawn(env)
+            queue = [w for w in self._ready.get(key, []) if w.alive()]
+            while len(queue) < count:
+                queue.append(_Worker.spawn(env))
+            self._ready[key] = queue
 
     def take(self, env: dict[str, str]) -> "_Worker | None":
         with self._lock:
-            worker = self._ready.pop(_env_key(env), None)
+            queue = self._ready.get(_env_key(env), [])
+            worker = queue.pop(0) if queue else None  # the oldest is the likeliest warm
         if worker is not None and not worker.alive():
             worker.cleanup()
             return None
@@ -369,7 +383,8 @@ class _StandbyWorkers:
 
     def shutdown(self) -> None:
         with self._lock:
-            workers, self._ready = list(self._ready.values()), {}
+            workers = [w for queue in self._ready.values() for w in queue]
+            self._ready = {}
         for worker in workers:
             worker.cleanup()
 

@@ -39,9 +39,11 @@ class EvaluationPool:
         devices: list[int] | None = None,
         build_workers: int | None = None,
         keep_warm: bool = True,
+        warm_workers: int = 2,
     ) -> None:
-        # A worker waits, warmed up, on each device for the next candidate.
-        self.options = replace(options, keep_warm=keep_warm)
+        # Workers wait, warmed up, on each device (and for builds) for the next
+        # candidate: start-up (importing torch, a device context) takes seconds.
+        self.options = replace(options, keep_warm=keep_warm, warm_workers=warm_workers)
         self.devices = list(devices) if devices else [0]
         self.build_workers = build_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
         self._slots: Queue[int] = Queue()
@@ -53,6 +55,14 @@ class EvaluationPool:
         )
         self.timeline: list[dict[str, Any]] = []  # (candidate, stage, start, end), for benchmarks
         self._lock = threading.Lock()
+
+    def prewarm(self, problem: str | Path) -> None:
+        """Start build and device workers now, before the first candidate arrives."""
+        from sandbox.evaluator import prepare_workers
+
+        prepare_workers(problem, replace(self.options, mode="build"), self.build_workers)
+        for device in self.devices:
+            prepare_workers(problem, replace(self.options, gpu=device))
 
     def submit(
         self,
@@ -81,7 +91,10 @@ class EvaluationPool:
             with self._builds:
                 start = time.perf_counter()
                 built = evaluate(
-                    problem, submission, replace(self.options, mode="build", keep_warm=False), on_event
+                    problem,
+                    submission,
+                    replace(self.options, mode="build", warm_workers=self.build_workers),
+                    on_event,
                 )
                 self._note(submission, "build", start, time.perf_counter())
             if built.status != Status.built:
