@@ -74,6 +74,9 @@ class EvalOptions:
     # Start the next worker (torch imported, device initialised) as soon as this
     # one finishes, so the next candidate skips start-up. Still one process each.
     keep_warm: bool = False
+    memory_limit_mb: int = 16384  # resident memory of the worker's process group
+    open_files: int = 4096
+    isolate_network: bool = True  # where `unshare -n` works
     warm_workers: int = 1  # how many to keep ready: more when candidates arrive faster than start-up
 
 
@@ -127,7 +130,38 @@ def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
     if options.mode != "build":
         # The worker binds the problem and exercises the harness before the request.
         extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
+    extra["KS_OPEN_FILES"] = str(options.open_files)
+    if options.isolate_network and network_isolation():
+        extra["KS_NETWORK_ISOLATED"] = "1"
     return extra
+
+
+@functools.lru_cache(maxsize=1)
+def network_isolation() -> list[str]:
+    """The command prefix that starts a worker without network, or [] where none works."""
+    if shutil.which("unshare") is None:
+        return []
+    try:
+        probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return ["unshare", "-n", "--"] if probe.returncode == 0 else []
+
+
+def protections(options: EvalOptions) -> dict[str, Any]:
+    """What guarded this evaluation, for the verdict."""
+    return {
+        "own_process_per_candidate": True,
+        "process_group_killed_on_timeout": True,
+        "phase_limits_s": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
+        "scrubbed_environment": True,
+        "temporary_directory": True,
+        "network": "isolated (unshare -n)" if options.isolate_network and network_isolation() else "not isolated",
+        "memory_limit_mb": options.memory_limit_mb,
+        "open_files_limit": options.open_files,
+        "timers_bound_before_import": True,
+        "static_scan": True,
+    }
 
 
 def prepare_workers(problem: str | Path, options: EvalOptions, count: int | None = None) -> None:
@@ -182,7 +216,7 @@ def evaluate(
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)
     try:
-        outcome = worker.run(request, options.limits, on_event)
+        outcome = worker.run(request, options.limits, on_event, options.memory_limit_mb)
         log_tail = _tail(worker.log_path)
     finally:
         worker.retire()
@@ -191,10 +225,24 @@ def evaluate(
 
     wall = time.perf_counter() - started
     base = {"target": options.target, "submission": info, "log_tail": log_tail, "wall_seconds": wall}
+    guards = protections(options)
     if outcome.result is not None:
         payload = dict(outcome.result)
         payload.update(base)
+        payload.setdefault("integrity", {})
+        payload["integrity"]["protections"] = guards
         return Verdict.model_validate(payload)
+    base["integrity"] = {"protections": guards}
+    if outcome.memory_mb is not None:
+        return Verdict(
+            status=Status.resource_limit,
+            message=(
+                f"memory use reached {outcome.memory_mb:.0f} MB, over the {options.memory_limit_mb} MB limit; "
+                f"worker killed during {outcome.last_phase or 'build'}"
+            ),
+            phases=outcome.phases,
+            **base,
+        )
     if outcome.timed_out_phase:
         limit = options.limits.for_phase(outcome.timed_out_phase)
         return Verdict(
@@ -228,6 +276,28 @@ class _Outcome:
     timed_out_phase: str | None = None
     last_phase: str | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    memory_mb: float | None = None  # set when the memory limit was exceeded
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in a process group, in MB."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:  # fields after the name: state, ppid, pgrp
+                continue
+            with open(f"/proc/{entry}/statm") as statm:
+                total += int(statm.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 2**20
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -247,9 +317,10 @@ class _Worker:
         self.log_path = self.work / "worker.log"
         read_fd, write_fd = os.pipe()
         self.read_fd = read_fd
+        prefix = network_isolation() if env.get("KS_NETWORK_ISOLATED") else []
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sandbox.worker", "--standby"],
+                [*prefix, sys.executable, "-m", "sandbox.worker", "--standby"],
                 cwd=self.work,
                 env=dict(env, KS_EVENT_FD=str(write_fd)),
                 stdin=subprocess.PIPE,
@@ -273,6 +344,7 @@ class _Worker:
         request: dict[str, Any],
         limits: PhaseLimits,
         on_event: Callable[[dict[str, Any]], None] | None,
+        memory_limit_mb: int | None = None,
     ) -> "_Outcome":
         request_path = self.work / "request.json"
         request_path.write_text(json.dumps(request))
@@ -296,7 +368,14 @@ class _Worker:
                     outcome.timed_out_phase = phase
                     _kill_group(self.proc)
                     break
-                if not selector.select(timeout=min(remaining, 1.0)):
+                if memory_limit_mb:
+                    used = group_rss_mb(self.proc.pid)
+                    if used > memory_limit_mb:
+                        outcome.memory_mb = used
+                        outcome.last_phase = phase
+                        _kill_group(self.proc)
+                        break
+                if not selector.select(timeout=min(remaining, 0.2)):
                     continue
                 chunk = os.read(self.read_fd, 1 << 16)
                 if not chunk:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from sandbox import integrity
 from sandbox.compare import Comparison, compare_outputs
 from sandbox.problem import Problem
 from sandbox.targets import TargetProfile
@@ -30,6 +31,36 @@ class CandidateFailure(Exception):
     def __init__(self, message: str, fatal: bool = False) -> None:
         super().__init__(message)
         self.fatal = fatal  # the device context is unusable: stop here
+
+
+class Guard:
+    """Runtime state shared by the harness's candidate calls.
+
+    While a candidate runs, `running` is set: the problem's reference, wrapped
+    by `guard_reference`, refuses to run then.
+    """
+
+    running = False
+
+
+def guard_reference(problem: Problem) -> None:
+    """Make the reference refuse calls made from inside the candidate."""
+    import sys
+
+    original = problem._reference
+    if original is None or getattr(original, "_ks_guarded", False):
+        return
+
+    def guarded(data: Any) -> Any:
+        if Guard.running:
+            raise integrity.IntegrityViolation("reference-call", "called the problem's reference implementation")
+        return original(data)
+
+    guarded._ks_guarded = True  # type: ignore[attr-defined]
+    problem._reference = guarded
+    module = sys.modules.get("reference")
+    if module is not None and getattr(module, "ref_kernel", None) is original:
+        module.ref_kernel = guarded
 
 
 def clone_data(data: Any) -> Any:
@@ -109,15 +140,39 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def call_candidate(kernel: Callable[[Any], Any], data: Any, device: str) -> Any:
+def call_candidate(
+    kernel: Callable[[Any], Any],
+    data: Any,
+    device: str,
+    policy: integrity.Policy | None = None,
+    record_ops: bool = False,
+) -> Any:
+    """One checked call: exceptions become CandidateFailure, cheating IntegrityViolation."""
+    policy = policy or integrity.Policy()
+    recorder = integrity.OpRecorder() if record_ops else None
     try:
-        out = kernel(data)
-        _sync(device)
-        return out
+        with integrity.ThreadWatch(policy.allow_threads):
+            Guard.running = True
+            try:
+                if recorder is not None:
+                    with recorder:
+                        out = kernel(data)
+                else:
+                    out = kernel(data)
+            finally:
+                Guard.running = False
+        integrity.stable_after_return(out, device)
+    except integrity.IntegrityViolation:
+        raise
     except Exception as exc:  # noqa: BLE001 - anything a candidate raises is its failure
         text = "".join(traceback.format_exception(exc)[-8:])
         fatal = device.startswith("cuda") and _device_broken(exc)
         raise CandidateFailure(f"{type(exc).__name__}: {exc}\n{text}", fatal=fatal) from exc
+    integrity.timers_intact()
+    integrity.plain_tensors(out, device)
+    if recorder is not None:
+        integrity.check_ops(recorder.ops, policy)
+    return out
 
 
 def _device_broken(exc: BaseException) -> bool:
@@ -153,21 +208,46 @@ def judge(problem: Problem, pristine: Any, output: Any, expected: Any) -> Compar
     return detail
 
 
-def check_shape(problem: Problem, kernel: Callable[[Any], Any], params: dict[str, Any], device: str) -> ShapeCheck:
+def check_shape(
+    problem: Problem,
+    kernel: Callable[[Any], Any],
+    params: dict[str, Any],
+    device: str,
+    policy: integrity.Policy | None = None,
+) -> ShapeCheck:
+    """Check one test shape: candidate before the reference, the reference, candidate again.
+
+    The first call happens before the reference's answer exists anywhere in
+    memory, so no candidate can copy it; it also records the operators the
+    candidate dispatches. The second call gets its preallocated outputs
+    poisoned. Both outputs must pass, and no call may change its inputs.
+    """
+    policy = policy or integrity.Policy()
     started = time.perf_counter()
     pristine = problem.generate_input(params, device)
+    first_data = clone_data(pristine)
+    first_prints = integrity.fingerprint(first_data)
+    poison_free_memory(_output_nbytes(first_data), device)
+    first = call_candidate(kernel, first_data, device, policy, record_ops=True)
+
     ref_data = clone_data(pristine)
     ref_output = problem.reference(ref_data)
     _sync(device)
     buffers = output_buffers(ref_data, ref_output)
     expected = clone_data(ref_output)
     del ref_data, ref_output
-    cand_data = clone_data(pristine)
-    for key in buffers:
-        poison(_get(cand_data, key))
-    poison_free_memory(_output_nbytes(expected), device)
-    output = call_candidate(kernel, cand_data, device)
-    result = judge(problem, pristine, output, expected)
+    integrity.inputs_unchanged(first_prints, integrity.fingerprint(first_data), buffers)
+    result = judge(problem, pristine, first, expected)
+    if result.passed:
+        del first, first_data
+        second_data = clone_data(pristine)
+        for key in buffers:
+            poison(_get(second_data, key))
+        second_prints = integrity.fingerprint(second_data)
+        poison_free_memory(_output_nbytes(expected), device)
+        second = call_candidate(kernel, second_data, device, policy)
+        integrity.inputs_unchanged(second_prints, integrity.fingerprint(second_data), buffers)
+        result = judge(problem, pristine, second, expected)
     return ShapeCheck(
         params=params,
         passed=result.passed,
@@ -191,9 +271,14 @@ class ShapeTiming:
     flops: float | None = None
     bytes: float | None = None
     sol_us: float | None = None
-    recheck_passed: bool = True
-    recheck_message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    host_synced_us: float | None = None
+
+
+def _refresh(target: Any, source: Any, skip: list[Any]) -> None:
+    """Copy source's tensors into target's, in place (same pointers, new contents)."""
+    for key, tensor in _items(target):
+        if key not in skip:
+            tensor.copy_(_get(source, key))
 
 
 def time_shape(
@@ -204,50 +289,78 @@ def time_shape(
     policy: TimingPolicy,
     profile: TargetProfile | None,
     time_reference: bool,
-    input_sets: int = 2,
+    input_sets: int = 3,
+    verify_every: int = 10,
 ) -> ShapeTiming:
     """Median time of the candidate (and the reference) on one benchmark shape.
 
-    Repetitions rotate over `input_sets` distinct inputs (seeds seed, seed+1,
-    ...); afterwards the last output for each set is checked again, so a
-    kernel that is right once and wrong when timed does not pass.
+    Every repetition gets new input contents in the same buffers: the sets
+    (seeds seed, seed+1, ...) are copied in turn into one argument set outside
+    the timed region, and preallocated outputs are poisoned. So a kernel that
+    caches results by pointer, by shape or in a global returns a stale answer,
+    and the output is checked against the right expected every `verify_every`
+    repetitions and after the last.
     """
     seed = int(params.get("seed", 0))
-    pristines, expecteds, cand_sets, buffer_keys = [], [], [], None
+    pristines, expecteds, buffer_keys = [], [], None
     for i in range(max(1, input_sets)):
         p = dict(params, seed=seed + i) if "seed" in params else dict(params)
         pristine = problem.generate_input(p, device)
         ref_data = clone_data(pristine)
         ref_output = problem.reference(ref_data)
-        expected = clone_data(ref_output)
         if buffer_keys is None:
             buffer_keys = output_buffers(ref_data, ref_output)
+        expecteds.append(clone_data(ref_output))
         pristines.append(pristine)
-        expecteds.append(expected)
-        cand = clone_data(pristine)
-        for key in buffer_keys:
-            poison(_get(cand, key))
-        cand_sets.append(cand)
+        del ref_data, ref_output
+    keys = buffer_keys or []
+    args = clone_data(pristines[0])
+    n_sets = len(pristines)
+
+    def prepare(i: int) -> Any:
+        _refresh(args, pristines[i % n_sets], keys)
+        for key in keys:
+            poison(_get(args, key))
+        return args
+
+    def verify(i: int, output: Any) -> None:
+        _sync(device)
+        verdict = judge(problem, pristines[i % n_sets], output, expecteds[i % n_sets])
+        if not verdict.passed:
+            raise integrity.IntegrityViolation(
+                "stale-result", f"output wrong at timed repetition {i} (inputs refreshed in place): {verdict.message}"
+            )
+
     _sync(device)
     timer = Timer(device, policy)
+    Guard.running = True
     try:
-        stats, outs = timer.run(kernel, cand_sets)
+        stats = timer.run(kernel, prepare, verify, verify_every)
+        host_synced = timer.host_synced_median_us(kernel, prepare) if device.startswith("cuda") else None
+    except integrity.IntegrityViolation:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise CandidateFailure(f"{type(exc).__name__} while timing: {exc}", fatal=_device_broken(exc)) from exc
-    result = ShapeTiming(params=params, stats=stats.to_dict())
-    for pristine, out, expected in zip(pristines, outs, expecteds):
-        verdict = judge(problem, pristine, out, expected)
-        if not verdict.passed:
-            result.recheck_passed = False
-            result.recheck_message = f"output wrong after timed repetitions: {verdict.message}"
-            break
+    finally:
+        Guard.running = False
+    integrity.timers_intact()
+    result = ShapeTiming(params=params, stats=stats.to_dict(), host_synced_us=host_synced)
+    if host_synced is not None:
+        # Events see only the current stream; a whole-device sync sees everything.
+        gap = host_synced - stats.median_us
+        if gap > max(50.0, 0.25 * host_synced):
+            raise integrity.IntegrityViolation(
+                "work-outside-timed-stream",
+                f"a call takes {host_synced:.1f} µs with the whole device synchronised but {stats.median_us:.1f} µs "
+                "by the timing events: work runs on another stream and escapes the measurement",
+            )
     if time_reference:
-        ref_sets = [clone_data(p) for p in pristines]
+        ref_args = [clone_data(p) for p in pristines]
         ref_policy = TimingPolicy(
             warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
             budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5,
         )
-        ref_stats, _ = Timer(device, ref_policy).run(problem.reference, ref_sets)
+        ref_stats = Timer(device, ref_policy).run(problem.reference, lambda i: ref_args[i % n_sets])
         result.reference = ref_stats.to_dict()
     flops, nbytes = problem.roofline.at(params)
     result.flops, result.bytes = flops, nbytes
@@ -265,7 +378,8 @@ def warm_up(problem: Problem, device: str) -> None:
     """
     params = problem.tests[0]
     check_shape(problem, problem.reference, params, device)
-    data = problem.generate_input(params, device)
-    Timer(device, TimingPolicy(warmup_s=0.0, min_reps=3, max_reps=3, budget_s=1.0)).run(
-        problem.reference, [clone_data(data)]
-    )
+    data = clone_data(problem.generate_input(params, device))
+    timer = Timer(device, TimingPolicy(warmup_s=0.0, min_reps=3, max_reps=3, budget_s=1.0))
+    timer.run(problem.reference, lambda i: data)
+    if device.startswith("cuda"):
+        timer.host_synced_median_us(problem.reference, lambda i: data, calls=2)

@@ -136,6 +136,8 @@ class Problem:
     targets: list[str] = field(default_factory=lambda: ["cuda"])
     # Seed submissions by "target" (the default) or "target:variant" ("cuda:triton").
     seeds: dict[str, Path] = field(default_factory=dict)
+    # What candidates may do (forbidden library operators, threads): integrity.Policy fields.
+    integrity: dict[str, Any] = field(default_factory=dict)
     # Set by bind(): the loaded reference functions.
     _generate: Callable[..., Any] | None = None
     _reference: Callable[[Any], Any] | None = None
@@ -257,6 +259,7 @@ def load_gpumode(directory: Path, target: str | None = None) -> Problem:
         ),
         targets=sorted({t.split(":")[0] for t in seeds}) or ["cuda"],
         seeds=seeds,
+        integrity=dict(ours.get("integrity") or {}),
     )
 
 

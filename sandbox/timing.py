@@ -22,6 +22,8 @@ FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 # Bound at import, before any candidate is loaded: a submission that patches
 # torch.cuda.Event or the host clock does not change what the harness uses.
 _Event = torch.cuda.Event
+_elapsed_time = torch.cuda.Event.elapsed_time
+_record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
 _perf_counter = time.perf_counter
 _perf_counter_ns = time.perf_counter_ns
@@ -32,7 +34,7 @@ class TimingPolicy:
     warmup_s: float = 0.05  # at least this long (and at least 3 calls) before timing
     min_reps: int = 10
     max_reps: int = 2000
-    budget_s: float = 2.0  # wall clock for the timed repetitions of one shape
+    budget_s: float = 2.0  # wall clock for the timed repetitions of one shape (min_reps always run)
     rel_stderr: float = 0.001  # stop once stderr/mean falls under this
 
     @classmethod
@@ -105,58 +107,89 @@ class Timer:
         if self.cuda:
             _synchronize(self.device)
 
-    def run(self, fn: Callable[[Any], Any], arg_sets: list[Any]) -> tuple[TimingStats, list[Any]]:
-        """Time fn over the argument sets in turn; returns stats and the last outputs."""
-        last_outputs: list[Any] = [None] * len(arg_sets)
+    def run(
+        self,
+        fn: Callable[[Any], Any],
+        prepare: Callable[[int], Any],
+        verify: Callable[[int, Any], None] | None = None,
+        verify_every: int = 10,
+    ) -> TimingStats:
+        """Time fn(prepare(i)) for repetitions i = 0, 1, ...
+
+        `prepare(i)` runs outside the timed region (it may refresh input
+        contents); `verify(i, output)` checks an output outside it too, every
+        `verify_every` repetitions and after the last one.
+        """
         # Warm-up: module loading, JIT compilation and allocator growth stay out.
         # Each warm-up call is waited for: launches return at once, and counting
         # them against the clock would queue hundreds of calls on a slow kernel.
         start = _perf_counter()
         calls = 0
         while calls < 3 or _perf_counter() - start < self.policy.warmup_s:
-            fn(arg_sets[calls % len(arg_sets)])
+            fn(prepare(calls))
             self.sync()
             calls += 1
             if calls >= 3 and self.policy.warmup_s <= 0:
                 break
-        samples = self._gpu(fn, arg_sets, last_outputs) if self.cuda else self._cpu(
-            fn, arg_sets, last_outputs
-        )
-        return summarise(samples), last_outputs
+        run = self._gpu if self.cuda else self._cpu
+        return summarise(run(fn, prepare, verify, max(1, verify_every)))
 
-    def _cpu(self, fn: Callable[[Any], Any], arg_sets: list[Any], outs: list[Any]) -> list[float]:
+    def _cpu(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
+             verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
         samples: list[float] = []
         deadline = _perf_counter() + self.policy.budget_s
         while len(samples) < self.policy.max_reps:
-            i = len(samples) % len(arg_sets)
+            i = len(samples)
+            args = prepare(i)
             t0 = _perf_counter_ns()
-            outs[i] = fn(arg_sets[i])
+            out = fn(args)
             samples.append((_perf_counter_ns() - t0) / 1e3)
-            if _converged(samples, self.policy) or (
-                _perf_counter() > deadline and len(samples) >= 2
-            ):
+            done = _converged(samples, self.policy) or (_perf_counter() > deadline and len(samples) >= self.policy.min_reps) \
+                or len(samples) >= self.policy.max_reps
+            if verify is not None and (i % every == 0 or done):
+                verify(i, out)
+            if done:
                 break
         return samples
 
-    def _gpu(self, fn: Callable[[Any], Any], arg_sets: list[Any], outs: list[Any]) -> list[float]:
+    def _gpu(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
+             verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
         samples: list[float] = []
         deadline = _perf_counter() + self.policy.budget_s
-        batch = 10  # events are read back once per batch, not after every call
         while len(samples) < self.policy.max_reps:
             pairs = []
-            for _ in range(batch):
-                i = (len(samples) + len(pairs)) % len(arg_sets)
+            out = None
+            for _ in range(every):  # events are read back once per batch, not after every call
+                args = prepare(len(samples) + len(pairs))
                 self.flush_l2()
                 begin = _Event(enable_timing=True)
                 end = _Event(enable_timing=True)
-                begin.record()
-                outs[i] = fn(arg_sets[i])
-                end.record()
+                _record(begin)
+                out = fn(args)
+                _record(end)
                 pairs.append((begin, end))
             _synchronize(self.device)
-            samples.extend(b.elapsed_time(e) * 1e3 for b, e in pairs)
-            if _converged(samples, self.policy) or (
-                _perf_counter() > deadline and len(samples) >= 2
-            ):
+            last = len(samples) + len(pairs) - 1
+            samples.extend(_elapsed_time(b, e) * 1e3 for b, e in pairs)
+            if verify is not None:
+                verify(last, out)
+            if _converged(samples, self.policy) or (_perf_counter() > deadline and len(samples) >= self.policy.min_reps):
                 break
         return samples
+
+    def host_synced_median_us(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any], calls: int = 5) -> float:
+        """Median host-clock time of calls each followed by a whole-device sync.
+
+        Work a candidate sends to another stream escapes the events on the
+        current stream, but not this.
+        """
+        times = []
+        for i in range(calls):
+            args = prepare(i)
+            self.flush_l2()
+            self.sync()
+            t0 = _perf_counter_ns()
+            fn(args)
+            self.sync()
+            times.append((_perf_counter_ns() - t0) / 1e3)
+        return statistics.median(times)

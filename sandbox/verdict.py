@@ -18,6 +18,8 @@ class Status(str, Enum):
     runtime_error = "runtime_error"  # raised, or failed to import
     crash = "crash"  # the worker died (signal, abort, out of memory)
     timeout = "timeout"  # a phase ran past its wall-clock limit
+    rejected = "rejected"  # caught doing something the harness forbids (see integrity)
+    resource_limit = "resource_limit"  # exceeded its memory limit
     harness_error = "harness_error"  # our fault or the problem's, not the candidate's
     built = "built"  # build-only evaluation finished
 
@@ -60,6 +62,25 @@ class TestResult(BaseModel):
     seconds: float = 0.0
 
 
+class IntegrityFinding(BaseModel):
+    rule: str
+    severity: str
+    line: int
+    reason: str
+
+
+class Violation(BaseModel):
+    rule: str
+    reason: str
+    shape: str | None = None
+
+
+class IntegrityInfo(BaseModel):
+    findings: list[IntegrityFinding] = Field(default_factory=list)
+    violation: Violation | None = None
+    protections: dict[str, Any] = Field(default_factory=dict)
+
+
 class BenchmarkResult(BaseModel):
     params: dict[str, Any]
     shape: str
@@ -78,6 +99,7 @@ class BenchmarkResult(BaseModel):
     bytes: float | None = None
     sol_us: float | None = None
     pct_sol: float | None = None
+    host_synced_us: float | None = None
 
 
 class Summary(BaseModel):
@@ -112,6 +134,7 @@ class Verdict(BaseModel):
     summary: Summary | None = None
     build: BuildInfo = Field(default_factory=BuildInfo)
     diagnostics: list[Diagnostic] = Field(default_factory=list)
+    integrity: IntegrityInfo = Field(default_factory=IntegrityInfo)
     errors: list[str] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)

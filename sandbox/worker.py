@@ -87,6 +87,11 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
         clock = now
         events.send(phase=name)
 
+    def reject(exc: Any, shape: str) -> dict[str, Any]:
+        result["integrity"]["violation"] = {"rule": exc.rule, "reason": exc.reason, "shape": shape}
+        result.update(status="rejected", message=f"{shape}: {exc.reason}")
+        return finish()
+
     def finish() -> dict[str, Any]:
         if result["phases"]:
             last = list(result["phases"])[-1]
@@ -116,8 +121,21 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
         result["environment"] = dict(_ENVIRONMENT) or envinfo.collect(device)
     if not warm:
         problem.bind()
+    from sandbox import integrity
+
+    policy = integrity.Policy.from_dict(problem.integrity)
+    submission_path = Path(request["submission"])
+    findings = integrity.scan_source(submission_path.read_text(errors="replace"), policy)
+    result["integrity"] = {"findings": [f.to_dict() for f in findings], "violation": None}
+    errors = [f for f in findings if f.severity == integrity.ERROR]
+    if errors:
+        first = errors[0]
+        result["integrity"]["violation"] = {"rule": first.rule, "reason": f"line {first.line}: {first.reason}"}
+        result.update(status="rejected", message=f"static check: line {first.line}: {first.reason}")
+        return finish()
+    harness.guard_reference(problem)
     try:
-        kernel = problem.load_submission(Path(request["submission"]))
+        kernel = problem.load_submission(submission_path)
     except native.BuildError as exc:
         result.update(status="build_error", message=str(exc))
         result["diagnostics"] = [d.__dict__ for d in exc.diagnostics]
@@ -139,7 +157,9 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
     all_passed = True
     for params in problem.tests:
         try:
-            check = harness.check_shape(problem, kernel, params, device)
+            check = harness.check_shape(problem, kernel, params, device, policy)
+        except integrity.IntegrityViolation as exc:
+            return reject(exc, problem.shape_label(params))
         except harness.CandidateFailure as exc:
             result["tests"].append(
                 {"params": params, "shape": problem.shape_label(params), "passed": False, "message": str(exc).splitlines()[0]}
@@ -164,16 +184,18 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
         return finish()
 
     phase("time")
-    policy = TimingPolicy.from_dict(request.get("timing"))
+    timing_policy = TimingPolicy.from_dict(request.get("timing"))
     profile = _profile(target, device)
     result["target_profile"] = profile.to_dict() if profile else None
     for params in problem.benchmarks:
         try:
             timing = harness.time_shape(
-                problem, kernel, params, device, policy, profile,
+                problem, kernel, params, device, timing_policy, profile,
                 time_reference=bool(request.get("time_reference", True)),
-                input_sets=int(request.get("input_sets", 2)),
+                input_sets=int(request.get("input_sets", 3)),
             )
+        except integrity.IntegrityViolation as exc:
+            return reject(exc, problem.shape_label(params))
         except harness.CandidateFailure as exc:
             result.update(status="runtime_error", message=f"{problem.shape_label(params)}: {str(exc).splitlines()[0]}")
             result["errors"].append(str(exc)[-4000:])
@@ -192,9 +214,16 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
         entry["pct_sol"] = 100.0 * timing.sol_us / median if timing.sol_us and median else None
         result["benchmarks"].append(entry)
         events.send(progress="time", shape=entry["shape"], median_us=median)
-        if not timing.recheck_passed:
-            result.update(status="wrong_output", message=f"{entry['shape']}: {timing.recheck_message}")
-            return finish()
+        entry["host_synced_us"] = timing.host_synced_us
+        # Datasheet peaks bound every GPU kernel; on the CPU the measured ceilings
+        # are estimates that caches can beat, so the floor applies to GPUs only.
+        if target != "cpu" and timing.sol_us and median * policy.sol_margin < timing.sol_us:
+            violation = integrity.IntegrityViolation(
+                "faster-than-light",
+                f"{median:.2f} µs is under the speed of light ({timing.sol_us:.2f} µs): "
+                "the result cannot be real (partial work, cached or stale output, or a timing escape)",
+            )
+            return reject(violation, entry["shape"])
     medians = [b["median_us"] for b in result["benchmarks"]]
     refs = [b["reference_median_us"] for b in result["benchmarks"]]
     geo = _geomean(medians)
@@ -234,10 +263,21 @@ def _warm_up() -> None:
         _WARM.update(spec=spec, target=target, problem=bound)
 
 
+def _limit_open_files() -> None:
+    limit = os.environ.get("KS_OPEN_FILES")
+    if limit:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = int(limit) if hard == resource.RLIM_INFINITY else min(int(limit), hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m sandbox.worker (REQUEST.json | --standby)", file=sys.stderr)
         return 2
+    _limit_open_files()
     if argv[1] == "--standby":
         # Started ahead of time: warm up, then wait for the request's path on stdin.
         try:
@@ -249,7 +289,9 @@ def main(argv: list[str]) -> int:
             return 0  # the orchestrator went away without a request
         argv = [argv[0], line]
     events = Events()
-    request = json.loads(Path(argv[1]).read_text())
+    request_path = Path(argv[1])
+    request = json.loads(request_path.read_text())
+    request_path.unlink(missing_ok=True)  # nothing of the harness's is left for the candidate to read
     try:
         result = run(request, events)
     except Exception as exc:  # noqa: BLE001 - report, never die silently

@@ -57,22 +57,24 @@ def test_cpu_timer_measures_what_it_times() -> None:
         time.sleep(seconds)
 
     policy = TimingPolicy(warmup_s=0.0, min_reps=5, max_reps=20, budget_s=1.0, rel_stderr=0.0)
-    stats, _ = Timer("cpu", policy).run(sleepy, [0.004])
+    stats = Timer("cpu", policy).run(sleepy, lambda i: 0.004)
     assert 4000 <= stats.median_us < 12000  # sleep never returns early
     assert 5 <= stats.reps <= 20
 
 
 def test_timer_stops_once_the_standard_error_is_small() -> None:
     policy = TimingPolicy(warmup_s=0.0, min_reps=10, max_reps=100000, budget_s=30.0, rel_stderr=0.5)
-    stats, outs = Timer("cpu", policy).run(lambda x: x + 1, [torch.ones(4)])
+    seen: list[tuple[int, torch.Tensor]] = []
+    stats = Timer("cpu", policy).run(lambda x: x + 1, lambda i: torch.ones(4), lambda i, out: seen.append((i, out)))
     assert stats.reps == 10  # converged at the first chance
-    assert torch.equal(outs[0], torch.full((4,), 2.0))
+    assert seen[0][0] == 0 and seen[-1][0] == 9  # verified first and last
+    assert torch.equal(seen[-1][1], torch.full((4,), 2.0))
 
 
 def test_timer_stops_at_its_budget() -> None:
-    policy = TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=10**9, budget_s=0.2, rel_stderr=0.0)
+    policy = TimingPolicy(warmup_s=0.0, min_reps=2, max_reps=10**9, budget_s=0.2, rel_stderr=0.0)
     started = time.perf_counter()
-    Timer("cpu", policy).run(lambda x: time.sleep(0.001), [None])
+    Timer("cpu", policy).run(lambda x: time.sleep(0.001), lambda i: None)
     assert time.perf_counter() - started < 2.0
 
 
