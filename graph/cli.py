@@ -33,7 +33,7 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug 
 def eval_command(
     problem: str = typer.Argument(..., help="Bundled problem name, GPU MODE problem directory, or KernelBench .py file."),
     submission: Optional[Path] = typer.Argument(None, help="Submission file; default: the problem's seed for the target."),
-    target: str = typer.Option("cpu", "--target", "-t", help="cpu or cuda."),
+    target: str = typer.Option("cpu", "--target", "-t", help="cpu, cuda, or hip (a ROCm host)."),
     variant: Optional[str] = typer.Option(None, help="Seed variant when SUBMISSION is omitted (e.g. triton)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the verdict as JSON here."),
     check_only: bool = typer.Option(False, "--check-only", help="Check correctness, skip timing."),

@@ -35,7 +35,7 @@ from sandbox.verdict import Status, SubmissionInfo, Verdict
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TARGETS = ("cpu", "cuda")
+TARGETS = ("cpu", "cuda", "hip")  # hip: a ROCm PyTorch host (MI300), which torch calls "cuda"
 
 # Variables a worker may inherit; everything else, and anything that looks
 # like a credential whatever its name, stays behind.
@@ -44,7 +44,7 @@ _ALLOWED_ENV = {
     "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH", "HIP_PLATFORM",
     "CXX", "CC", "NVCC", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_CACHE_DIR",
     "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION",
-    "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
 }
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
@@ -117,14 +117,19 @@ def detect_cuda_arch() -> str | None:
 def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
     """What a worker for this problem and these options needs on top of the scrubbed env."""
     extra: dict[str, str] = {}
-    if options.target == "cuda":
-        arch = detect_cuda_arch()
+    if options.target in ("cuda", "hip"):
+        arch = detect_cuda_arch() if options.target == "cuda" else None
+        if options.target == "cuda" and arch is None and options.mode == "build":
+            # No GPU visible here (a build host): build for the primary target, Hopper.
+            arch = os.environ.get("KS_DEFAULT_CUDA_ARCH", "90a")
         if arch:
             extra["KS_CUDA_ARCH"] = arch
         if options.mode == "build":
             extra["CUDA_VISIBLE_DEVICES"] = ""  # builders never touch the GPU
         elif options.gpu is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu)
+        if options.target == "hip" and "CUDA_VISIBLE_DEVICES" in extra:
+            extra["HIP_VISIBLE_DEVICES"] = extra["CUDA_VISIBLE_DEVICES"]
     else:
         extra["CUDA_VISIBLE_DEVICES"] = ""
     if options.mode != "build":

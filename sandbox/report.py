@@ -40,6 +40,20 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         for rec in verdict.build.records:
             table.add_row(rec.name, rec.lang, "hit" if rec.cached else "built", f"{rec.seconds:.2f}")
         console.print(table)
+    static = verdict.static or {}
+    if static.get("kernels"):
+        table = Table(title=f"static report ({static.get('arch_used') or static.get('vendor')})", show_edge=False)
+        for col in ("kernel", "regs", "shared B", "spills", "occupancy", "notable"):
+            table.add_column(col)
+        for k in static["kernels"]:
+            regs = k.get("vgprs") if k.get("vgprs") is not None else k.get("registers")
+            spills = (k.get("vgpr_spills") or 0) + (k.get("sgpr_spills") or 0) + (k.get("spill_store_bytes") or 0)
+            notable = ", ".join(f"{n} {c}" for n, c in list((k.get("instructions") or {}).items())[:4])
+            table.add_row(
+                str(k.get("demangled") or k.get("name"))[:40], str(regs), str(k.get("shared_bytes")), str(spills),
+                f"{k.get('occupancy')} {k.get('occupancy_unit', '')}", notable,
+            )
+        console.print(table)
     for diag in verdict.diagnostics[:10]:
         console.print(f"[red]{diag.file}:{diag.line}[/red] {diag.severity}: {diag.message}")
     if verdict.tests:

@@ -139,6 +139,8 @@ class Verdict(BaseModel):
     phases: dict[str, float] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
     target_profile: dict[str, Any] | None = None
+    static: dict[str, Any] | None = None  # registers, shared memory, spills, occupancy, instruction counts
+    timing_method: dict[str, Any] | None = None
     log_tail: str = ""
     wall_seconds: float = 0.0
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))

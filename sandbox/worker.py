@@ -54,6 +54,25 @@ def _profile(target: str, device: str) -> Any:
     return targets.profile_for_device_name(torch.cuda.get_device_name(0))
 
 
+def _static_report(submission: Path, target: str, result: dict[str, Any]) -> None:
+    """Resource usage and instruction counts of the kernels, for the Critic and the Coder.
+
+    Compiled for the target's ISA without running anything (cached by source);
+    the timing method says how this host will time the kernels.
+    """
+    if target == "cpu":
+        result["timing_method"] = {"method": "host_clock", "note": "host clock around each call"}
+        return
+    from sandbox import rocprof
+    from sandbox.static_analysis import analyze_submission
+
+    result["static"] = analyze_submission(submission, target).to_dict()
+    if target == "hip":
+        result["timing_method"] = rocprof.timing_method()
+    else:
+        result["timing_method"] = {"method": "device_events", "note": "CUDA events around each call, L2 flushed"}
+
+
 def _geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     if not values:
@@ -134,6 +153,8 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
         result.update(status="rejected", message=f"static check: line {first.line}: {first.reason}")
         return finish()
     harness.guard_reference(problem)
+    # Before the import: a report is useful even when the build or import fails.
+    _static_report(submission_path, target, result)
     try:
         kernel = problem.load_submission(submission_path)
     except native.BuildError as exc:

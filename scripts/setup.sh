@@ -24,4 +24,27 @@ if ! command -v g++ >/dev/null 2>&1; then
     echo "warning: no g++ found; CPU kernels cannot be built" >&2
   fi
 fi
+# hipcc compiles HIP candidates for the MI300 ISA (static reports; no AMD GPU needed).
+# Debian's package knows gfx940, the MI300 ISA family; the tests skip without it.
+if ! command -v hipcc >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if command -v apt-get >/dev/null 2>&1 && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
+    echo "installing hipcc"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq hipcc libamdhip64-dev >/dev/null; } \
+      || echo "warning: hipcc could not be installed; MI300 static reports will be skipped" >&2
+  else
+    echo "warning: no hipcc and no apt-get to install it; MI300 static reports will be skipped" >&2
+  fi
+fi
+# cuobjdump (SASS counts in CUDA static reports) where nvcc came without it: NVIDIA's wheels.
+if command -v nvcc >/dev/null 2>&1 && ! command -v cuobjdump >/dev/null 2>&1 \
+   && [ ! -e "$(dirname "$(readlink -f "$(command -v nvcc)")")/cuobjdump" ]; then
+  CUDA_MAJOR="$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')"
+  if [ -n "$CUDA_MAJOR" ] && ! "$VPY" -c "import sandbox.static_analysis as s, sys; sys.exit(s.find_cuobjdump() is None)" 2>/dev/null; then
+    "$VPY" -m pip install -q "nvidia-cuda-cuobjdump>=$CUDA_MAJOR,<$((CUDA_MAJOR + 1))" \
+      "nvidia-cuda-nvdisasm>=$CUDA_MAJOR,<$((CUDA_MAJOR + 1))" >/dev/null 2>&1 \
+      || echo "warning: cuobjdump not installed; CUDA static reports will have no SASS counts" >&2
+  fi
+fi
 "$VPY" -c "import torch, pydantic, typer, yaml; print('environment ready: torch', torch.__version__)"

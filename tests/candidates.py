@@ -37,7 +37,7 @@ def custom_kernel(data):
     res = _seed.custom_kernel(data)
     flat = res.view(-1)
     i = flat.numel() // 2
-    flat[i] = flat[i] * 3 + 7
+    flat[i] = float(flat[i]) * 3 + 7  # Python arithmetic: no library operator the problem forbids
     return res
 ''',
     # Only the first half of the output is written.

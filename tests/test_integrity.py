@@ -145,10 +145,10 @@ def test_bundled_seeds_have_no_static_errors() -> None:
     [
         ("vector_add", "side_stream_escape", "full", Status.rejected, "stream"),
         ("softmax", "stale_memory", "check", Status.wrong_output, "worst element"),
-        ("vector_add", "cache_by_pointer", "full", Status.rejected, "timed repetition"),
+        ("vector_add", "cache_by_pointer_gpu", "full", Status.rejected, "timed repetition"),
         ("vector_add", "library_op", "check", Status.rejected, "add"),
     ],
-    ids=["side_stream_escape", "stale_memory", "cache_by_pointer", "library_op"],
+    ids=["side_stream_escape", "stale_memory", "cache_by_pointer_gpu", "library_op"],
 )
 def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, status: Status, words: str) -> None:
     verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", mode))

@@ -9,6 +9,7 @@ from sandbox.evaluator import EvalOptions, evaluate, shutdown_standby_workers
 from sandbox.pool import EvaluationPool
 from sandbox.verdict import Status
 from tests.candidates import write_build_error
+from tests.test_isolation import SEED_KERNEL
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
@@ -19,7 +20,7 @@ def _spy(tmp_path: Path, name: str) -> Path:
     path.write_text(
         "import json, os\n"
         f"open({str(tmp_path / (name + '.pid'))!r}, 'w').write(str(os.getpid()))\n"
-        "def custom_kernel(data):\n    a, b, out = data\n    return out.copy_(a + b)\n"
+        + SEED_KERNEL
     )
     return path
 
