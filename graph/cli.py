@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from knowledge.cli import kb_app
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.problem import ProblemError, bundled_problems, load_problem
 from sandbox.report import render_verdict
@@ -18,6 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(kb_app, name="kb")
 console = Console()
 
 

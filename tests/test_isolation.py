@@ -60,7 +60,8 @@ class Block:
             raise ImportError('blocked ' + name)
 sys.meta_path.insert(0, Block())
 import sandbox.worker, sandbox.harness, sandbox.problem, sandbox.native, sandbox.timing
-import sandbox.compare, sandbox.targets, sandbox.envinfo, sandbox.buildcache
+import sandbox.compare, sandbox.targets, sandbox.envinfo, sandbox.buildcache, sandbox.integrity
+import sandbox.static_analysis, sandbox.rocprof, sandbox.hip
 print('ok')
 """
     out = subprocess.run(
