@@ -1,5 +1,4 @@
 """Trick: compute once into a global, then return the global forever."""
-import torch
 
 from sandbox.native import load_cpp
 
