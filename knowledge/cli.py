@@ -1,0 +1,226 @@
+"""`kernel-scientist kb ...`: ingest, search, stats and remove, as a Typer sub-app.
+
+graph/cli.py mounts it with `app.add_typer(kb_app, name="kb")`; `python -m knowledge.cli`
+runs it alone. Heavy imports (Chroma, the model) happen inside the commands, so mounting
+it costs the main CLI nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from knowledge.base import KnowledgeBase
+
+kb_app = typer.Typer(
+    help="The knowledge base: GPU literature and experiment findings for the Researcher.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+_freeze_at_exit = False
+
+STORE_HELP = (
+    "Store folder (default: $KS_KB_DIR, else $KS_WORKSPACE/knowledge or ~/.kernel-scientist/knowledge)."
+)
+
+
+def _open(store: Optional[Path]) -> KnowledgeBase:
+    from knowledge.base import KnowledgeBase
+    from knowledge.primer import ensure_primer
+
+    # torch and the model leave about a million objects; the collector's last pass over them
+    # at interpreter exit takes a second. Freezing them at exit (not before: a long-lived
+    # caller's garbage must stay collectable) skips that pass.
+    global _freeze_at_exit
+    if not _freeze_at_exit:
+        atexit.register(gc.freeze)
+        _freeze_at_exit = True
+    kb = KnowledgeBase(store, primer=False)
+    with console.status("checking the primer (loaded into a new store on first use)"):
+        ensure_primer(kb)
+    return kb
+
+
+def _snippet(text: str, limit: int = 300) -> str:
+    flat = re.sub(r"\s+", " ", text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@kb_app.command("ingest")
+def ingest_command(
+    paths: list[Path] = typer.Argument(
+        ..., help="Files and folders (Markdown, RST, HTML, PDF, text, source code)."
+    ),
+    target: Optional[str] = typer.Option(
+        None,
+        "--target",
+        "-t",
+        help="Tag as amd, nvidia, 'amd,nvidia' or generic (default: inferred per document).",
+    ),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Add documents; unchanged files are skipped, changed ones replaced. Exit 1 if any file failed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from knowledge.models import FileResult
+    from knowledge.targets import parse_targets
+
+    try:
+        parse_targets(target)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    kb = _open(store)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True, disable=as_json) as progress:
+        task = progress.add_task("ingesting", total=None)
+
+        def on_progress(done: int, total: int, result: FileResult) -> None:
+            progress.update(
+                task, total=total, completed=done, description=f"{Path(result.source).name[:40]:40}"
+            )
+
+        report = kb.ingest(paths, target=target, on_progress=on_progress)
+    if as_json:
+        console.print_json(report.model_dump_json())
+    else:
+        console.print(
+            f"{report.count('added')} added, {report.count('updated')} updated, "
+            f"{report.count('unchanged')} unchanged, "
+            f"[{'red' if report.failed else 'green'}]{report.count('failed')} failed[/] "
+            f"({report.chunks} chunks written) in {report.seconds:.1f} s; store {kb.path}",
+            soft_wrap=True,
+        )
+        if report.skipped:
+            console.print(f"[dim]{len(report.skipped)} files of unsupported types skipped[/dim]")
+        for failed in report.failed:
+            console.print(
+                f"[red]failed[/red] {failed.source}: {failed.error}", soft_wrap=True, highlight=False
+            )
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@kb_app.command("search")
+def search_command(
+    query: str = typer.Argument(..., help="What to look for."),
+    target: Optional[str] = typer.Option(
+        None, "--target", "-t", help="amd, nvidia or generic (vendor + generic)."
+    ),
+    k: int = typer.Option(5, "-k", help="Number of results."),
+    mode: str = typer.Option("hybrid", help="hybrid, dense or keyword."),
+    findings: bool = typer.Option(
+        False, "--findings", help="Also search the findings of earlier experiments."
+    ),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Search the literature; each result names its source and section for citation."""
+    if mode not in ("hybrid", "dense", "keyword"):
+        err.print(f"[red]error:[/red] unknown mode {mode!r}")
+        raise typer.Exit(2)
+    kb = _open(store)
+    try:
+        hits = kb.search(query, k=k, target=target, mode=mode)  # type: ignore[arg-type]
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    found = kb.search_findings(query, k=k) if findings else []
+    if as_json:
+        payload = {"hits": [h.model_dump() for h in hits], "findings": [f.model_dump() for f in found]}
+        console.print_json(json.dumps(payload))
+        return
+    if not hits:
+        console.print("no results")
+    for i, hit in enumerate(hits, 1):
+        console.print(
+            f"[bold]{i}.[/bold] [cyan]{hit.citation()}[/cyan] [dim]({','.join(hit.targets)}; "
+            f"{hit.score:.4f})[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(f"   {_snippet(hit.text)}", highlight=False, markup=False)
+    for i, fh in enumerate(found, 1):
+        f = fh.finding
+        console.print(
+            f"[bold]F{i}.[/bold] [magenta]{f.problem} / {f.kernel_id} on {f.target}[/magenta] "
+            f"measured {f.measured_speedup if f.measured_speedup is not None else '-'}x",
+            highlight=False,
+        )
+        console.print(f"   {_snippet(f.hypothesis + ' - ' + f.explanation)}", highlight=False, markup=False)
+
+
+@kb_app.command("stats")
+def stats_command(
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print statistics as JSON."),
+) -> None:
+    """What the store holds: sources, chunks, kinds, targets and findings."""
+    stats = _open(store).stats()
+    if as_json:
+        console.print_json(stats.model_dump_json())
+        return
+    console.print(
+        f"store {stats.path}: {len(stats.sources)} sources, {stats.chunks} chunks, "
+        f"{stats.findings} findings; embeddings {stats.embedding_model}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        "by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.by_kind.items())), highlight=False
+    )
+    console.print(
+        "by target: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.by_target.items())), highlight=False
+    )
+    table = Table("source", "kind", "targets", "chunks", "ingested")
+    table.columns[0].overflow = "fold"
+    for s in stats.sources:
+        table.add_row(s.source, s.kind, ",".join(s.targets), str(s.chunks), s.ingested_at)
+    console.print(table)
+
+
+@kb_app.command("remove")
+def remove_command(
+    sources: list[str] = typer.Argument(
+        None, help="Sources to delete: a path, a folder, or a name from `kb stats`."
+    ),
+    missing: bool = typer.Option(False, "--missing", help="Also delete sources whose files no longer exist."),
+    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
+    """Delete sources from the store. Exit 1 if nothing matched."""
+    if not sources and not missing:
+        err.print("[red]error:[/red] name a SOURCE or pass --missing")
+        raise typer.Exit(2)
+    kb = _open(store)
+    removed: list[str] = []
+    for source in sources or []:
+        got = kb.remove(source)
+        if not got:
+            err.print(f"[yellow]no source matches[/yellow] {source}", soft_wrap=True)
+        removed += got
+    if missing:
+        removed += kb.prune_missing()
+    for source in removed:
+        console.print(f"removed {source}", highlight=False, soft_wrap=True)
+    console.print(f"{len(removed)} sources removed")
+    if not removed:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    kb_app()

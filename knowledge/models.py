@@ -1,0 +1,158 @@
+"""Pydantic models at the knowledge base's boundary: what callers pass in and get back."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal, Optional
+
+from pydantic import BaseModel, Field
+
+Target = Literal["amd", "nvidia", "generic"]
+TARGETS: tuple[Target, ...] = ("amd", "nvidia", "generic")
+DocKind = Literal["markdown", "rst", "html", "pdf", "text", "code"]
+SearchMode = Literal["hybrid", "dense", "keyword"]
+
+
+def utc_now(timespec: str = "seconds") -> str:
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
+
+
+def _precise_now() -> str:
+    # Findings are listed in the order they happened; several can land within a second.
+    return utc_now("microseconds")
+
+
+class Hit(BaseModel):
+    """One retrieved chunk of literature, with what is needed to cite it."""
+
+    chunk_id: str
+    text: str
+    source: str
+    title: str
+    section: str = Field(
+        description="Section path, e.g. 'Hipify tools > Hipify-perl'; '' before the first heading."
+    )
+    kind: str
+    targets: list[str]
+    score: float = Field(description="Fused score (reciprocal rank fusion); only its order is meaningful.")
+    dense_rank: Optional[int] = None
+    keyword_rank: Optional[int] = None
+
+    @property
+    def section_path(self) -> list[str]:
+        return [part for part in self.section.split(" > ") if part] if self.section else []
+
+    def citation(self) -> str:
+        return f"{self.source} § {self.section}" if self.section else f"{self.source} § {self.title}"
+
+
+class FileResult(BaseModel):
+    source: str
+    status: Literal["added", "updated", "unchanged", "failed"]
+    chunks: int = 0
+    kind: Optional[str] = None
+    targets: list[str] = Field(default_factory=list)
+    error: Optional[str] = None
+
+
+class IngestReport(BaseModel):
+    files: list[FileResult] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list, description="Files in folders with unsupported types.")
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for f in self.files if f.status == status)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def chunks(self) -> int:
+        return sum(f.chunks for f in self.files if f.status in ("added", "updated"))
+
+
+class SourceInfo(BaseModel):
+    source: str
+    title: str
+    kind: str
+    targets: list[str]
+    chunks: int
+    ingested_at: str
+
+
+class KBStats(BaseModel):
+    path: str
+    chunks: int
+    sources: list[SourceInfo]
+    by_kind: dict[str, int]
+    by_target: dict[str, int]
+    findings: int
+    embedding_model: str
+
+
+class Finding(BaseModel):
+    """The written outcome of one experiment: what was tried, what was expected, what happened, why."""
+
+    id: Optional[str] = Field(default=None, description="Stable id; derived from the content when omitted.")
+    hypothesis: str
+    change: str = Field(description="The code change that was made (the plan's rubric, summarised).")
+    expected_speedup_min: Optional[float] = None
+    expected_speedup_max: Optional[float] = None
+    measured_speedup: Optional[float] = Field(
+        default=None, description="None when it did not build or was wrong."
+    )
+    explanation: str = Field(default="", description="The Critic's explanation of the result.")
+    kernel_id: str
+    parent_id: Optional[str] = None
+    problem: str
+    target: str = Field(description="Where it was measured: amd, nvidia, cpu or a device name.")
+    status: str = Field(
+        default="ok", description="The sandbox verdict's status (ok, build_error, wrong_output, ...)."
+    )
+    created_at: str = Field(default_factory=_precise_now)
+
+    def render(self) -> str:
+        """The text that is embedded and shown to the Researcher."""
+        expected = _speedup_range(self.expected_speedup_min, self.expected_speedup_max)
+        measured = f"{self.measured_speedup:.3g}x" if self.measured_speedup is not None else "none"
+        return (
+            f"Hypothesis: {self.hypothesis}\n"
+            f"Change: {self.change}\n"
+            f"Expected speed-up: {expected}; measured: {measured} (status {self.status})\n"
+            f"Explanation: {self.explanation}\n"
+            f"Kernel {self.kernel_id} (parent {self.parent_id or '-'}), "
+            f"problem {self.problem}, target {self.target}"
+        )
+
+
+def _speedup_range(lo: Optional[float], hi: Optional[float]) -> str:
+    if lo is None and hi is None:
+        return "not stated"
+    if lo is None or hi is None or lo == hi:
+        return f"{(lo if lo is not None else hi):.3g}x"
+    return f"{lo:.3g}x-{hi:.3g}x"
+
+
+class FindingHit(BaseModel):
+    finding: Finding
+    score: float
+
+
+class ResearchContext(BaseModel):
+    """Literature and earlier findings retrieved together for the Researcher."""
+
+    query: str
+    literature: list[Hit]
+    findings: list[FindingHit]
+
+    def to_prompt(self, max_chars_per_hit: int = 1500) -> str:
+        parts = ["## Literature"]
+        for i, hit in enumerate(self.literature, 1):
+            parts.append(f"[{i}] {hit.citation()}\n{hit.text[:max_chars_per_hit]}")
+        parts.append("## Findings from earlier experiments")
+        if not self.findings:
+            parts.append("(none yet)")
+        for i, fh in enumerate(self.findings, 1):
+            parts.append(f"(F{i}) {fh.finding.render()}")
+        return "\n\n".join(parts)
