@@ -41,7 +41,7 @@ def do_bench_child(problem_name: str, submission: str) -> None:
     for params in problem.benchmarks:
         data = clone_data(problem.generate_input(params, "cuda"))
         torch.cuda.synchronize()
-        ms = triton.testing.do_bench(lambda: kernel(data), warmup=100, rep=500, return_mode="median")
+        ms = triton.testing.do_bench(lambda data=data: kernel(data), warmup=100, rep=500, return_mode="median")
         medians.append(ms * 1e3)
     print(json.dumps(medians))
 

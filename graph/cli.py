@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -34,17 +33,17 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug 
 @app.command("eval")
 def eval_command(
     problem: str = typer.Argument(..., help="Bundled problem name, GPU MODE problem directory, or KernelBench .py file."),
-    submission: Optional[Path] = typer.Argument(None, help="Submission file; default: the problem's seed for the target."),
+    submission: Path | None = typer.Argument(None, help="Submission file; default: the problem's seed for the target."),
     target: str = typer.Option("cpu", "--target", "-t", help="cpu, cuda, or hip (a ROCm host)."),
-    variant: Optional[str] = typer.Option(None, help="Seed variant when SUBMISSION is omitted (e.g. triton)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the verdict as JSON here."),
+    variant: str | None = typer.Option(None, help="Seed variant when SUBMISSION is omitted (e.g. triton)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the verdict as JSON here."),
     check_only: bool = typer.Option(False, "--check-only", help="Check correctness, skip timing."),
     budget: float = typer.Option(2.0, help="Seconds of timed repetitions per benchmark shape."),
     no_reference: bool = typer.Option(False, "--no-reference", help="Do not time the reference (no speed-up)."),
     build_limit: float = typer.Option(600.0, help="Wall-clock limit of the build phase, seconds."),
     check_limit: float = typer.Option(300.0, help="Wall-clock limit of the check phase, seconds."),
     time_limit: float = typer.Option(600.0, help="Wall-clock limit of the timing phase, seconds."),
-    gpu: Optional[int] = typer.Option(None, help="GPU index to use (default: the first visible)."),
+    gpu: int | None = typer.Option(None, help="GPU index to use (default: the first visible)."),
 ) -> None:
     """Build, check and time one submission, and print its verdict."""
     try:

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING
 
 from knowledge.chunking import (
     CHUNK_OVERLAP,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 ProgressCallback = Callable[[int, int, FileResult], None]
 
 # Word pieces of each chunk that MiniLM embeds. Ingestion time is linear in it and a 2-core
@@ -79,7 +79,7 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        path: Optional[PathLike] = None,
+        path: PathLike | None = None,
         *,
         primer: bool = True,
         chunk_size: int = CHUNK_SIZE,
@@ -94,7 +94,7 @@ class KnowledgeBase:
         self.literature = Collection(self.path, LITERATURE, doc_max_tokens)
         self.embedder = get_embedder(device)
         self.retriever = HybridRetriever(self.literature, _keyword_text, self.embedder.embed_query)
-        self._findings: Optional[FindingsMemory] = None
+        self._findings: FindingsMemory | None = None
         if primer:
             ensure_primer(self)
 
@@ -121,9 +121,9 @@ class KnowledgeBase:
 
     def ingest(
         self,
-        paths: Union[PathLike, Iterable[PathLike]],
-        target: Optional[Union[str, list[str]]] = None,
-        on_progress: Optional[ProgressCallback] = None,
+        paths: PathLike | Iterable[PathLike],
+        target: str | list[str] | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Ingest files and folders. Unchanged files are skipped by content hash; changed ones replaced.
         `target` ('amd', 'nvidia', 'amd,nvidia' or 'generic') overrides the inferred tags.
@@ -151,12 +151,12 @@ class KnowledgeBase:
         )
         return report
 
-    def _fingerprint(self, content_hash: str, targets: Optional[list[Target]]) -> str:
+    def _fingerprint(self, content_hash: str, targets: list[Target] | None) -> str:
         settings = f"{CHUNKER_VERSION}|{self.chunk_size}|{self.chunk_overlap}|{self.doc_max_tokens}|{targets}"
         return hashlib.sha256(f"{content_hash}|{settings}".encode()).hexdigest()
 
     def ingest_file(
-        self, path: Path, source: Optional[str] = None, targets: Optional[list[Target]] = None
+        self, path: Path, source: str | None = None, targets: list[Target] | None = None
     ) -> FileResult:
         source = source or source_of(path)
         try:
@@ -201,7 +201,7 @@ class KnowledgeBase:
         data: bytes,
         content_hash: str,
         fingerprint: str,
-        targets: Optional[list[Target]],
+        targets: list[Target] | None,
         old_ids: list[str],
     ) -> FileResult:
         doc = load_document(path, data)
@@ -293,13 +293,13 @@ class KnowledgeBase:
     # -- search ----------------------------------------------------------------------
 
     def search(
-        self, query: str, k: int = 5, target: Optional[str] = None, mode: SearchMode = "hybrid"
+        self, query: str, k: int = 5, target: str | None = None, mode: SearchMode = "hybrid"
     ) -> list[Hit]:
         """The k best chunks for a query. `target` keeps that vendor's documents and generic ones."""
         where = target_where(target)  # also validates: one known target
         tags = parse_targets(target)
         tag = tags[0] if tags else None
-        keep: Optional[Callable[[dict], bool]] = (lambda m: matches_target(m, tag)) if tag else None
+        keep: Callable[[dict], bool] | None = (lambda m: matches_target(m, tag)) if tag else None
         ranked = self.retriever.search(query, k, mode=mode, where=where, keep=keep)
         hits = []
         for r in ranked:
@@ -334,7 +334,7 @@ class KnowledgeBase:
         return self.findings.add(finding)
 
     def search_findings(
-        self, query: str, k: int = 5, problem: Optional[str] = None, target: Optional[str] = None
+        self, query: str, k: int = 5, problem: str | None = None, target: str | None = None
     ) -> list[FindingHit]:
         return self.findings.search(query, k=k, problem=problem, target=target)
 
@@ -343,9 +343,9 @@ class KnowledgeBase:
         query: str,
         k: int = 5,
         k_findings: int = 5,
-        target: Optional[str] = None,
-        problem: Optional[str] = None,
-        findings_target: Optional[str] = None,
+        target: str | None = None,
+        problem: str | None = None,
+        findings_target: str | None = None,
     ) -> ResearchContext:
         """Literature and earlier findings for the Researcher, in one call.
         `target` filters literature (amd/nvidia); `findings_target` and `problem` filter findings."""

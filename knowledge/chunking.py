@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from knowledge.loaders import LoadedDocument
 
@@ -49,7 +49,7 @@ class Chunk:
 
 
 @lru_cache(maxsize=16)
-def _splitter(kind: str, language: Optional[str], size: int, overlap: int) -> RecursiveCharacterTextSplitter:
+def _splitter(kind: str, language: str | None, size: int, overlap: int) -> RecursiveCharacterTextSplitter:
     # Imported here: re-ingesting unchanged files never needs LangChain.
     from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
@@ -125,7 +125,7 @@ _ASM_SYMBOL = re.compile(r"^([A-Za-z_][\w.$]*):", re.M)
 _NOT_FUNCTIONS = {"if", "for", "while", "switch", "return", "sizeof", "catch"}
 
 
-def _symbols(text: str, language: Optional[str]) -> list[tuple[int, str]]:
+def _symbols(text: str, language: str | None) -> list[tuple[int, str]]:
     """(offset, name) of functions, kernels and types defined in a source file."""
     if language == "python":
         found = [(m.start(), m.group(1)) for m in _PY_SYMBOL.finditer(text)]

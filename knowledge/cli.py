@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -37,7 +37,7 @@ STORE_HELP = (
 )
 
 
-def _open(store: Optional[Path]) -> KnowledgeBase:
+def _open(store: Path | None) -> KnowledgeBase:
     from knowledge.base import KnowledgeBase
     from knowledge.primer import ensure_primer
 
@@ -64,13 +64,13 @@ def ingest_command(
     paths: list[Path] = typer.Argument(
         ..., help="Files and folders (Markdown, RST, HTML, PDF, text, source code)."
     ),
-    target: Optional[str] = typer.Option(
+    target: str | None = typer.Option(
         None,
         "--target",
         "-t",
         help="Tag as amd, nvidia, 'amd,nvidia' or generic (default: inferred per document).",
     ),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add documents; unchanged files are skipped, changed ones replaced. Exit 1 if any file failed."""
@@ -118,7 +118,7 @@ def ingest_command(
 @kb_app.command("search")
 def search_command(
     query: str = typer.Argument(..., help="What to look for."),
-    target: Optional[str] = typer.Option(
+    target: str | None = typer.Option(
         None, "--target", "-t", help="amd, nvidia or generic (vendor + generic)."
     ),
     k: int = typer.Option(5, "-k", help="Number of results."),
@@ -126,7 +126,7 @@ def search_command(
     findings: bool = typer.Option(
         False, "--findings", help="Also search the findings of earlier experiments."
     ),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
     """Search the literature; each result names its source and section for citation."""
@@ -166,7 +166,7 @@ def search_command(
 
 @kb_app.command("stats")
 def stats_command(
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print statistics as JSON."),
 ) -> None:
     """What the store holds: sources, chunks, kinds, targets and findings."""
@@ -199,7 +199,7 @@ def remove_command(
         None, help="Sources to delete: a path, a folder, or a name from `kb stats`."
     ),
     missing: bool = typer.Option(False, "--missing", help="Also delete sources whose files no longer exist."),
-    store: Optional[Path] = typer.Option(None, "--store", help=STORE_HELP),
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """Delete sources from the store. Exit 1 if nothing matched."""
     if not sources and not missing:

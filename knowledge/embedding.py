@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
@@ -145,7 +145,7 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMEmbeddingFunction:
-        model: Optional[str] = config.get("model")
+        model: str | None = config.get("model")
         if model not in (None, MODEL_NAME):
             raise ValueError(f"this store was embedded with {model}, not {MODEL_NAME}")
         return MiniLMEmbeddingFunction(int(config.get("max_tokens", 256)), str(config.get("device", "cpu")))

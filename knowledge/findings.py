@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Optional, Union
 
 from knowledge.embedding import get_embedder
 from knowledge.models import Finding, FindingHit, SearchMode
@@ -29,7 +28,7 @@ def finding_id(finding: Finding) -> str:
     return "f-" + hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
-def _where(problem: Optional[str], target: Optional[str]) -> Optional[dict]:
+def _where(problem: str | None, target: str | None) -> dict | None:
     clauses = [{k: v} for k, v in (("problem", problem), ("target", target)) if v]
     if not clauses:
         return None
@@ -37,7 +36,7 @@ def _where(problem: Optional[str], target: Optional[str]) -> Optional[dict]:
 
 
 class FindingsMemory:
-    def __init__(self, path: Optional[Union[str, Path]] = None, device: str = "cpu") -> None:
+    def __init__(self, path: str | Path | None = None, device: str = "cpu") -> None:
         self.path = Path(path).expanduser().resolve() if path else default_store_path().resolve()
         self.collection = Collection(self.path, FINDINGS, FINDING_MAX_TOKENS)
         self.embedder = get_embedder(device)
@@ -62,12 +61,12 @@ class FindingsMemory:
         log.info("finding %s recorded for %s on %s", fid, finding.problem, finding.target)
         return fid
 
-    def get(self, fid: str) -> Optional[Finding]:
+    def get(self, fid: str) -> Finding | None:
         got = self.collection.get(ids=[fid])
         metas = got["metadatas"] or []
         return Finding.model_validate_json(metas[0]["json"]) if metas else None
 
-    def history(self, problem: Optional[str] = None, target: Optional[str] = None) -> list[Finding]:
+    def history(self, problem: str | None = None, target: str | None = None) -> list[Finding]:
         got = self.collection.get(where=_where(problem, target))
         findings = [Finding.model_validate_json(m["json"]) for m in got["metadatas"] or []]
         return sorted(findings, key=lambda f: (f.created_at, f.id or ""))
@@ -82,8 +81,8 @@ class FindingsMemory:
         self,
         query: str,
         k: int = 5,
-        problem: Optional[str] = None,
-        target: Optional[str] = None,
+        problem: str | None = None,
+        target: str | None = None,
         mode: SearchMode = "hybrid",
     ) -> list[FindingHit]:
         def keep(meta: dict) -> bool:

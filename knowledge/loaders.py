@@ -12,7 +12,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -77,7 +77,7 @@ class LoadedDocument:
     title: str
     kind: DocKind
     sections: list[Section]
-    language: Optional[str] = None
+    language: str | None = None
     front_matter: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,11 +85,11 @@ class LoadedDocument:
         return "\n\n".join(s.text for s in self.sections)
 
 
-def kind_of(path: Path) -> Optional[DocKind]:
+def kind_of(path: Path) -> DocKind | None:
     return KIND_BY_SUFFIX.get(path.suffix) or KIND_BY_SUFFIX.get(path.suffix.lower())
 
 
-def load_document(path: Path, data: Optional[bytes] = None) -> LoadedDocument:
+def load_document(path: Path, data: bytes | None = None) -> LoadedDocument:
     """Parse one file. `data` lets the caller hash and parse the same bytes."""
     kind = kind_of(path)
     if kind is None:
@@ -167,7 +167,7 @@ def parse_markdown(text: str, fallback_title: str, kind: DocKind = "markdown") -
     meta, body = _front_matter(text)
     lines = _drop_html_comments(body.splitlines())
     headings: list[tuple[int, int, str]] = []  # (line index, level, text)
-    fence: Optional[str] = None
+    fence: str | None = None
     for i, line in enumerate(lines):
         m = _FENCE.match(line)
         if m:
@@ -204,7 +204,7 @@ def _drop_html_comments(lines: list[str]) -> list[str]:
     """Blank out <!-- ... --> outside code fences (licence headers, commented-out captions),
     keeping the line count so headings keep their positions."""
     out: list[str] = []
-    fence: Optional[str] = None
+    fence: str | None = None
     in_comment = False
     for line in lines:
         m = _FENCE.match(line)

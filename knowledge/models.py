@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,8 +35,8 @@ class Hit(BaseModel):
     kind: str
     targets: list[str]
     score: float = Field(description="Fused score (reciprocal rank fusion); only its order is meaningful.")
-    dense_rank: Optional[int] = None
-    keyword_rank: Optional[int] = None
+    dense_rank: int | None = None
+    keyword_rank: int | None = None
 
     @property
     def section_path(self) -> list[str]:
@@ -50,9 +50,9 @@ class FileResult(BaseModel):
     source: str
     status: Literal["added", "updated", "unchanged", "failed"]
     chunks: int = 0
-    kind: Optional[str] = None
+    kind: str | None = None
     targets: list[str] = Field(default_factory=list)
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class IngestReport(BaseModel):
@@ -94,17 +94,17 @@ class KBStats(BaseModel):
 class Finding(BaseModel):
     """The written outcome of one experiment: what was tried, what was expected, what happened, why."""
 
-    id: Optional[str] = Field(default=None, description="Stable id; derived from the content when omitted.")
+    id: str | None = Field(default=None, description="Stable id; derived from the content when omitted.")
     hypothesis: str
     change: str = Field(description="The code change that was made (the plan's rubric, summarised).")
-    expected_speedup_min: Optional[float] = None
-    expected_speedup_max: Optional[float] = None
-    measured_speedup: Optional[float] = Field(
+    expected_speedup_min: float | None = None
+    expected_speedup_max: float | None = None
+    measured_speedup: float | None = Field(
         default=None, description="None when it did not build or was wrong."
     )
     explanation: str = Field(default="", description="The Critic's explanation of the result.")
     kernel_id: str
-    parent_id: Optional[str] = None
+    parent_id: str | None = None
     problem: str
     target: str = Field(description="Where it was measured: amd, nvidia, cpu or a device name.")
     status: str = Field(
@@ -126,7 +126,7 @@ class Finding(BaseModel):
         )
 
 
-def _speedup_range(lo: Optional[float], hi: Optional[float]) -> str:
+def _speedup_range(lo: float | None, hi: float | None) -> str:
     if lo is None and hi is None:
         return "not stated"
     if lo is None or hi is None or lo == hi:

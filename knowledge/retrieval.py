@@ -15,7 +15,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -105,8 +105,8 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
 class Ranked:
     id: str
     score: float
-    dense_rank: Optional[int]
-    keyword_rank: Optional[int]
+    dense_rank: int | None
+    keyword_rank: int | None
     document: str
     metadata: dict
 
@@ -115,7 +115,7 @@ class Ranked:
 class _Snapshot:
     """Everything a search reads, swapped whole so a concurrent refresh never mixes two states."""
 
-    generation: Optional[str]
+    generation: str | None
     ids: list[str]
     documents: list[str]
     metadatas: list[dict]
@@ -151,7 +151,7 @@ class HybridRetriever:
             return self._snapshot
 
     @staticmethod
-    def _keyword(snap: _Snapshot, query: str, n: int, keep: Optional[Callable[[dict], bool]]) -> list[str]:
+    def _keyword(snap: _Snapshot, query: str, n: int, keep: Callable[[dict], bool] | None) -> list[str]:
         scores = snap.bm25.scores(tokenize(query))
         if keep is not None:
             mask = np.array([keep(m) for m in snap.metadatas], dtype=bool)
@@ -164,8 +164,8 @@ class HybridRetriever:
         query: str,
         k: int,
         mode: SearchMode = "hybrid",
-        where: Optional[dict] = None,
-        keep: Optional[Callable[[dict], bool]] = None,
+        where: dict | None = None,
+        keep: Callable[[dict], bool] | None = None,
         candidates: int = CANDIDATES,
     ) -> list[Ranked]:
         """`where` filters the dense side in Chroma; `keep` is the same filter on metadata in memory."""

@@ -14,7 +14,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import chromadb
 from chromadb.config import Settings
@@ -94,7 +94,7 @@ class Collection:
             )
         self._touch()
 
-    def delete(self, ids: Optional[list[str]] = None, where: Optional[dict] = None) -> None:
+    def delete(self, ids: list[str] | None = None, where: dict | None = None) -> None:
         if ids is not None and not ids:
             return
         self.col.delete(ids=ids, where=where)
@@ -107,10 +107,10 @@ class Collection:
 
     def get(
         self,
-        where: Optional[dict] = None,
-        ids: Optional[list[str]] = None,
+        where: dict | None = None,
+        ids: list[str] | None = None,
         include: tuple[str, ...] = ("metadatas",),
-        limit: Optional[int] = None,
+        limit: int | None = None,
     ) -> dict[str, Any]:
         return self.col.get(ids=ids, where=where, include=list(include), limit=limit)
 
@@ -127,7 +127,7 @@ class Collection:
             metas += got["metadatas"]
         return ids, docs, metas
 
-    def query(self, embedding: Any, n: int, where: Optional[dict] = None) -> list[str]:
+    def query(self, embedding: Any, n: int, where: dict | None = None) -> list[str]:
         """Ids of the n nearest chunks by cosine distance, best first."""
         total = self.count()
         if total == 0 or n <= 0:

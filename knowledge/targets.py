@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Optional
 
 from knowledge.models import TARGETS, Target
 
@@ -42,7 +41,7 @@ def infer_targets(text: str) -> list[Target]:
     return tags or ["generic"]
 
 
-def parse_targets(value: Optional[str | Iterable[str]]) -> Optional[list[Target]]:
+def parse_targets(value: str | Iterable[str] | None) -> list[Target] | None:
     """Normalise a user's override ('amd', 'amd,nvidia', ['nvidia']); None keeps inference."""
     if value is None:
         return None
@@ -68,7 +67,7 @@ def target_metadata(tags: list[Target]) -> dict[str, bool | str]:
     return meta
 
 
-def target_where(target: Optional[str]) -> Optional[dict]:
+def target_where(target: str | None) -> dict | None:
     """A Chroma filter: a vendor matches its own documents and generic ones."""
     if target is None:
         return None
@@ -83,7 +82,7 @@ def target_where(target: Optional[str]) -> Optional[dict]:
     return {"$or": [{f"target_{tag}": True}, {"target_generic": True}]}
 
 
-def matches_target(meta: dict, target: Optional[str]) -> bool:
+def matches_target(meta: dict, target: str | None) -> bool:
     """The same rule as target_where, on metadata already in memory."""
     if target is None:
         return True

@@ -6,7 +6,8 @@ GPU MODE harness does, so each problem directory also works with that harness.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

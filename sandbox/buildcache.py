@@ -16,10 +16,10 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 CACHE_ENV = "KS_CACHE_DIR"
 
@@ -33,7 +33,7 @@ def cache_root() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def toolchain_id(compiler: str) -> str:
     """The compiler's version banner, part of every key (a new compiler rebuilds)."""
     try:

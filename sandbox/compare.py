@@ -43,7 +43,7 @@ def compare_outputs(
         return Comparison(False, f"expected {len(exp_list)} output tensors, got {len(got_list)}")
     total_bad = 0
     worst: Comparison | None = None
-    for i, (g, e) in enumerate(zip(got_list, exp_list)):
+    for i, (g, e) in enumerate(zip(got_list, exp_list, strict=True)):
         label = f"output {i}: " if len(exp_list) > 1 else ""
         if tuple(g.shape) != tuple(e.shape):
             return Comparison(

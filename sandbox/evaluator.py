@@ -25,9 +25,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.problem import load_problem
 from sandbox.verdict import Status, SubmissionInfo, Verdict
@@ -338,7 +339,7 @@ class _Worker:
         self.spawned = time.monotonic()
 
     @classmethod
-    def spawn(cls, env: dict[str, str]) -> "_Worker":
+    def spawn(cls, env: dict[str, str]) -> _Worker:
         return cls(env)
 
     def alive(self) -> bool:
@@ -350,7 +351,7 @@ class _Worker:
         limits: PhaseLimits,
         on_event: Callable[[dict[str, Any]], None] | None,
         memory_limit_mb: int | None = None,
-    ) -> "_Outcome":
+    ) -> _Outcome:
         request_path = self.work / "request.json"
         request_path.write_text(json.dumps(request))
         outcome = _Outcome()
@@ -456,7 +457,7 @@ class _StandbyWorkers:
                 queue.append(_Worker.spawn(env))
             self._ready[key] = queue
 
-    def take(self, env: dict[str, str]) -> "_Worker | None":
+    def take(self, env: dict[str, str]) -> _Worker | None:
         with self._lock:
             queue = self._ready.get(_env_key(env), [])
             worker = queue.pop(0) if queue else None  # the oldest is the likeliest warm

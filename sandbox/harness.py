@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

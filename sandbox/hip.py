@@ -25,9 +25,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def hip_env() -> dict[str, str]:
     return env
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hipcc_version(hipcc: str | None = None) -> str:
     """'HIP version: 5.2.21153-0; Debian clang version 15.0.6', or '' without hipcc."""
     hipcc = hipcc or find_hipcc()
@@ -130,7 +130,7 @@ def _run(command: list[str], cwd: str, timeout: float) -> tuple[bool, str]:
     return proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _accepts(hipcc: str, arch: str) -> bool:
     with tempfile.TemporaryDirectory(prefix="ks-hip-probe-") as work:
         (Path(work) / "probe.hip").write_text(_PROBE)

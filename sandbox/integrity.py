@@ -44,7 +44,7 @@ class Policy:
     sol_margin: float = 1.05  # a time under sol/margin is physically impossible
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "Policy":
+    def from_dict(cls, data: dict[str, Any] | None) -> Policy:
         data = dict(data or {})
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
@@ -272,7 +272,7 @@ def fingerprint(data: Any) -> list[tuple[Any, bytes | None]]:
 
 
 def inputs_unchanged(before: list[tuple[Any, bytes | None]], after: list[tuple[Any, bytes | None]], outputs: list[Any]) -> None:
-    for (i, a), (_, b) in zip(before, after):
+    for (i, a), (_, b) in zip(before, after, strict=True):
         if i in outputs or a is None:
             continue
         if a != b:
@@ -286,7 +286,7 @@ class ThreadWatch:
         self.allowed = allowed
         self.before: set[int] = set()
 
-    def __enter__(self) -> "ThreadWatch":
+    def __enter__(self) -> ThreadWatch:
         self.before = {t.ident for t in threading.enumerate() if t.ident is not None}
         return self
 
@@ -318,7 +318,7 @@ def stable_after_return(output: Any, device: str, settle_s: float = 0.01) -> Non
         torch.cuda.synchronize()
     time.sleep(settle_s)
     after = _bytes_of(output)
-    for before, now in zip(snapshot, after):
+    for before, now in zip(snapshot, after, strict=True):
         if not torch.equal(before.view(torch.uint8) if before.is_contiguous() else before.contiguous().view(torch.uint8),
                            now.view(torch.uint8) if now.is_contiguous() else now.contiguous().view(torch.uint8)):
             raise IntegrityViolation(

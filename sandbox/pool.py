@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from queue import Queue
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.evaluator import EvalOptions, evaluate
 from sandbox.verdict import Status, Verdict
@@ -115,7 +116,7 @@ class EvaluationPool:
 
             shutdown_standby_workers()
 
-    def __enter__(self) -> "EvaluationPool":
+    def __enter__(self) -> EvaluationPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,9 +30,10 @@ import logging
 import re
 import shutil
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +296,7 @@ def read_rocpd(path: str | Path) -> Trace:
             cursor = conn.execute(f'SELECT * FROM "{table}"')
             names = [d[0] for d in cursor.description]
             for values in cursor:
-                row = dict(zip(names, values))
+                row = dict(zip(names, values, strict=True))
                 start, end = times(row)
                 if start is None or end is None:
                     continue
@@ -319,7 +320,7 @@ def read_rocpd(path: str | Path) -> Trace:
             cursor = conn.execute(f'SELECT * FROM "{table}"')
             names = [d[0] for d in cursor.description]
             for values in cursor:
-                row = dict(zip(names, values))
+                row = dict(zip(names, values, strict=True))
                 start, end = times(row)
                 name = strings.get(row.get("name_id"))
                 if start is None or end is None or name is None:

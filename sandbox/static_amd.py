@@ -5,15 +5,26 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 from sandbox import buildcache, hip, targets
 from sandbox.static_report import (
-    _LOG_LIMIT, REPORT_VERSION, KernelStatic, LineMap, StaticReport, _cache_load, _cache_store, _demangle,
-    _diagnostics, _finish, _torch_stub_dir, _USES_TORCH,
+    _LOG_LIMIT,
+    _USES_TORCH,
+    REPORT_VERSION,
+    KernelStatic,
+    LineMap,
+    StaticReport,
+    _cache_load,
+    _cache_store,
+    _demangle,
+    _diagnostics,
+    _finish,
+    _torch_stub_dir,
 )
 
 log = logging.getLogger(__name__)

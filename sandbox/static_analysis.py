@@ -25,17 +25,25 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
-
+from typing import Any
 
 from sandbox.static_amd import (  # noqa: F401 - the public API lives here
-    _amd_kernels, analyze_hip, classify_amdgcn, parse_amdgpu_metadata, parse_resource_remarks,
+    _amd_kernels,
+    analyze_hip,
+    classify_amdgcn,
+    parse_amdgpu_metadata,
+    parse_resource_remarks,
     split_amdgcn_functions,
 )
 from sandbox.static_nvidia import (  # noqa: F401
-    analyze_cuda, classify_sass, find_cuobjdump, parse_ptxas_verbose, split_sass,
+    analyze_cuda,
+    classify_sass,
+    find_cuobjdump,
+    parse_ptxas_verbose,
+    split_sass,
 )
 from sandbox.static_report import KernelStatic, StaticReport  # noqa: F401
 

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import logging
+import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
-
 
 from sandbox import buildcache, hip, targets
 from sandbox.static_report import (
-    _LOG_LIMIT, REPORT_VERSION, KernelStatic, LineMap, StaticReport, _cache_load, _cache_store, _demangle,
-    _diagnostics, _finish, _torch_stub_dir, _USES_TORCH,
+    _LOG_LIMIT,
+    _USES_TORCH,
+    REPORT_VERSION,
+    KernelStatic,
+    LineMap,
+    StaticReport,
+    _cache_load,
+    _cache_store,
+    _demangle,
+    _diagnostics,
+    _finish,
+    _torch_stub_dir,
 )
 
 log = logging.getLogger(__name__)

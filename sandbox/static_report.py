@@ -13,10 +13,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
+from typing import Any
 
 from sandbox import buildcache
 from sandbox.native import parse_diagnostics
@@ -113,7 +113,7 @@ class StaticReport:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "StaticReport":
+    def from_dict(cls, data: dict[str, Any]) -> StaticReport:
         data = dict(data)
         data["kernels"] = [KernelStatic(**k) for k in data.get("kernels", [])]
         return cls(**data)
@@ -169,7 +169,7 @@ def _demangle(names: Sequence[str]) -> dict[str, str]:
         ).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    return {n: d for n, d in zip(names, out) if d != n}
+    return {n: d for n, d in zip(names, out, strict=False) if d != n}
 
 
 LineMap = Callable[[int], "tuple[str, int] | None"]

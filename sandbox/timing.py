@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -38,7 +39,7 @@ class TimingPolicy:
     rel_stderr: float = 0.001  # stop once stderr/mean falls under this
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "TimingPolicy":
+    def from_dict(cls, data: dict[str, Any] | None) -> TimingPolicy:
         return cls(**(data or {}))
 
 

@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(256) row_softmax(const float* x, float* y, int
 extern "C" void launch_softmax(const float* x, float* y, int rows, int n) {
     row_softmax<256><<<rows, 256>>>(x, y, n);
 }
-""" % "\n".join(f"    float v{i} = x[row * n + {i}];  // unrolled load {i}" for i in range(40))
+""" % "\n".join(f"    float v{i} = x[row * n + {i}];  // unrolled load {i}" for i in range(40))  # noqa: UP031
 
 
 def test_cuda_chunks_name_their_kernel_and_lines(tmp_path: Path) -> None:

@@ -1,6 +1,5 @@
-from typing import Tuple
 
 import torch
 
-input_t = Tuple[torch.Tensor]  # (x,): float32 (rows, cols)
+input_t = tuple[torch.Tensor]  # (x,): float32 (rows, cols)
 output_t = torch.Tensor  # float32 (rows, cols), a new tensor

@@ -5,8 +5,9 @@
 # a_scale * b_scale and added to the row's float32 accumulator, rounded to
 # bfloat16 at the end. Strides are passed in, so any layout works.
 import torch
-from sandbox.native import load_cpp
 from task import input_t, output_t
+
+from sandbox.native import load_cpp
 
 SOURCE = r"""
 #include <cmath>

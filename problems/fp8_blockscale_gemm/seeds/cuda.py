@@ -4,9 +4,9 @@
 # (cuda_fp8.h's __nv_fp8_e4m3), scaled by a_scale * b_scale and added to a
 # float32 accumulator, rounded to bfloat16 at the end. Strides are passed in.
 # No shared memory, no tensor cores.
-import torch
-from sandbox.native import load_cuda
 from task import input_t, output_t
+
+from sandbox.native import load_cuda
 
 SOURCE = r"""
 #include <cstdint>

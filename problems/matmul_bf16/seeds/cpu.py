@@ -2,8 +2,9 @@
 # i-k-j loop (rows split over OpenMP threads) accumulates each row of c in
 # float32, which is rounded to bfloat16 at the end.
 import torch
-from sandbox.native import load_cpp
 from task import input_t, output_t
+
+from sandbox.native import load_cpp
 
 SOURCE = r"""
 #include <cstdint>

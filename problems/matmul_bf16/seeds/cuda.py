@@ -2,8 +2,9 @@
 # of b in shared memory (as float32), and each of the 256 threads accumulates
 # 4 outputs of one column in float32. No tensor cores.
 import torch
-from sandbox.native import load_cuda
 from task import input_t, output_t
+
+from sandbox.native import load_cuda
 
 SOURCE = r"""
 #include <cstdint>

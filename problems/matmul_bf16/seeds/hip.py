@@ -6,8 +6,8 @@ import os
 import shutil
 
 import torch
-from torch.utils.cpp_extension import load_inline
 from task import input_t, output_t
+from torch.utils.cpp_extension import load_inline
 
 HIP_KERNELS = r"""
 #include <hip/hip_runtime.h>

@@ -1,7 +1,8 @@
 # Naive CPU seed: one row per OpenMP iteration; bfloat16 is unpacked to float
 # by shifting its 16 bits up, and packed back with round-to-nearest-even.
-from sandbox.native import load_cpp
 from task import input_t, output_t
+
+from sandbox.native import load_cpp
 
 SOURCE = r"""
 #include <cmath>

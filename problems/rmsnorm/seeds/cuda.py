@@ -1,7 +1,8 @@
 # Naive CUDA seed: one block of 256 threads per row; float32 sum of squares
 # reduced in shared memory, then a scaled write rounded to bfloat16.
-from sandbox.native import load_cuda
 from task import input_t, output_t
+
+from sandbox.native import load_cuda
 
 SOURCE = r"""
 #include <cstdint>

@@ -1,8 +1,9 @@
 # Naive CPU seed: one row per OpenMP iteration, three passes over the row
 # (maximum, sum of exponentials, normalised write).
 import torch
-from sandbox.native import load_cpp
 from task import input_t, output_t
+
+from sandbox.native import load_cpp
 
 SOURCE = r"""
 #include <cmath>

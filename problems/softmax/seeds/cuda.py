@@ -1,8 +1,9 @@
 # Naive CUDA seed: one block of 256 threads per row; shared-memory tree
 # reductions for the row maximum and the row sum, then a normalised write.
 import torch
-from sandbox.native import load_cuda
 from task import input_t, output_t
+
+from sandbox.native import load_cuda
 
 SOURCE = r"""
 #include <cstdint>

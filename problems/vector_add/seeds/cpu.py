@@ -1,6 +1,7 @@
 # Naive CPU seed: one OpenMP loop over the elements.
-from sandbox.native import load_cpp
 from task import input_t, output_t
+
+from sandbox.native import load_cpp
 
 SOURCE = r"""
 #include <cstdint>

@@ -1,6 +1,7 @@
 # Naive CUDA seed: one thread per element.
-from sandbox.native import load_cuda
 from task import input_t, output_t
+
+from sandbox.native import load_cuda
 
 SOURCE = r"""
 #include <cstdint>
