@@ -14,8 +14,8 @@ import yaml
 from sandbox import buildcache, hip, targets
 from sandbox.static_report import (
     _LOG_LIMIT,
-    _USES_TORCH,
     REPORT_VERSION,
+    TORCH_STUB_NOTE,
     KernelStatic,
     LineMap,
     StaticReport,
@@ -24,7 +24,7 @@ from sandbox.static_report import (
     _demangle,
     _diagnostics,
     _finish,
-    _torch_stub_dir,
+    torch_stub,
 )
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,6 @@ def analyze_hip(
             vendor="amd", status="unavailable", arch_requested=target.arch, source_name=source_name,
             compiler=hip.hipcc_version(hipcc), notes=["hipcc accepts neither gfx942 nor gfx940"],
         )
-    stub = _USES_TORCH.search(source) is not None
     version = hip.hipcc_version(hipcc)
     key = buildcache.cache_key(
         "static-hip", REPORT_VERSION, source, choice.arch, " ".join(flags), version, profile, name
@@ -198,9 +197,7 @@ def analyze_hip(
     if use_cache and (hit := _cache_load(key)) is not None:
         return _finish(hit, f"{name}.hip", line_map, source_name)
     with tempfile.TemporaryDirectory(prefix="ks-stub-") as stub_dir:
-        includes = [_torch_stub_dir(Path(stub_dir))] if stub else []
-        # load_inline puts torch's headers before the source; the stub stands in for them.
-        extra = ["-include", "ks_torch_stub.h"] if stub else []
+        includes, extra = torch_stub(source, Path(stub_dir))
         built = hip.compile_device_asm(
             source, name=name, arch=choice.arch, flags=[*extra, *flags], include_dirs=includes, hipcc=hipcc
         )
@@ -216,8 +213,8 @@ def analyze_hip(
         source_name=source_name,
         notes=[choice.note],
     )
-    if stub:
-        report.notes.append("host code was parsed against a stand-in for the torch headers")
+    if includes:
+        report.notes.append(TORCH_STUB_NOTE)
     report.diagnostics = _diagnostics(built.log)
     if built.ok:
         report.kernels = _amd_kernels(built.log, built.asm, target)

@@ -15,8 +15,8 @@ from pathlib import Path
 from sandbox import buildcache, hip, targets
 from sandbox.static_report import (
     _LOG_LIMIT,
-    _USES_TORCH,
     REPORT_VERSION,
+    TORCH_STUB_NOTE,
     KernelStatic,
     LineMap,
     StaticReport,
@@ -25,7 +25,7 @@ from sandbox.static_report import (
     _demangle,
     _diagnostics,
     _finish,
-    _torch_stub_dir,
+    torch_stub,
 )
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,8 @@ def analyze_cuda(
             vendor="nvidia", status="unavailable", arch_requested=f"sm_{arch}",
             source_name=source_name, notes=["nvcc not found: no CUDA static report"],
         )
-    version = buildcache.toolchain_id(nvcc).splitlines()[-1] if buildcache.toolchain_id(nvcc) else ""
+    banner = buildcache.toolchain_id(nvcc)
+    version = banner.splitlines()[-1] if banner else ""
     key = buildcache.cache_key(
         "static-cuda", REPORT_VERSION, source, arch, " ".join(flags), version, profile, name, str(block_size)
     )
@@ -182,16 +183,14 @@ def analyze_cuda(
         nvcc, "-cubin", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-O3", "-std=c++17",
         "-Xptxas", "-v", *flags,
     ]
-    stub = _USES_TORCH.search(source) is not None
     started = time.perf_counter()
     sass = ""
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ks-cuda-static-") as work:
-        if stub:
-            stub_dir = Path(work) / "stub"
-            stub_dir.mkdir()
-            command += ["-I", str(_torch_stub_dir(stub_dir)), "-include", "ks_torch_stub.h"]
-            notes.append("host code was parsed against a stand-in for the torch headers")
+        includes, extra = torch_stub(source, Path(work) / "stub")
+        if includes:
+            command += ["-I", includes[0], *extra]
+            notes.append(TORCH_STUB_NOTE)
         command += [src_name, "-o", f"{name}.cubin"]
         (Path(work) / src_name).write_text(source)
         try:

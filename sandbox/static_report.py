@@ -313,3 +313,18 @@ def _torch_stub_dir(folder: Path) -> Path:
     return folder
 
 
+TORCH_STUB_NOTE = "host code was parsed against a stand-in for the torch headers"
+
+
+def torch_stub(source: str, folder: Path) -> tuple[list[str], list[str]]:
+    """Include folders and compiler flags that stand in for torch's headers, if the source needs them.
+
+    load_inline puts torch's headers before the source; the stand-in takes their place
+    (both compilers need `-I` and `-include`). Empty lists when the source uses no torch.
+    """
+    if _USES_TORCH.search(source) is None:
+        return [], []
+    folder.mkdir(parents=True, exist_ok=True)
+    return [str(_torch_stub_dir(folder))], ["-include", "ks_torch_stub.h"]
+
+
