@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from graph.run_cli import export_command, run_command
 from knowledge.cli import kb_app
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.problem import ProblemError, bundled_problems, load_problem
@@ -19,6 +20,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(kb_app, name="kb")
+app.command("run")(run_command)
+app.command("export")(export_command)
 console = Console()
 
 
@@ -32,7 +35,9 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug 
 
 @app.command("eval")
 def eval_command(
-    problem: str = typer.Argument(..., help="Bundled problem name, GPU MODE problem directory, or KernelBench .py file."),
+    problem: str = typer.Argument(
+        ..., help="Bundled problem name, GPU MODE problem directory, or KernelBench .py file."
+    ),
     submission: Path | None = typer.Argument(None, help="Submission file; default: the problem's seed for the target."),
     target: str = typer.Option("cpu", "--target", "-t", help="cpu, cuda, or hip (a ROCm host)."),
     variant: str | None = typer.Option(None, help="Seed variant when SUBMISSION is omitted (e.g. triton)."),
@@ -96,7 +101,11 @@ def problems_command() -> None:
     for name, path in bundled_problems().items():
         spec = load_problem(path)
         table.add_row(
-            name, ", ".join(spec.targets), ", ".join(sorted(spec.seeds)), str(len(spec.tests)), str(len(spec.benchmarks))
+            name,
+            ", ".join(spec.targets),
+            ", ".join(sorted(spec.seeds)),
+            str(len(spec.tests)),
+            str(len(spec.benchmarks)),
         )
     console.print(table)
 

@@ -1,0 +1,118 @@
+"""The Critic: reviews a candidate before it runs and explains the result after."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agents.llm import RoleLLM
+from agents.outcome import Outcome
+from agents.prompts import load_prompt
+from agents.schemas import ExperimentPlan, Explanation, Review
+from agents.views import KernelView, shape_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOutcome:
+    """What the sandbox said about a candidate, as the Critic needs it."""
+
+    candidate: KernelView
+    base: KernelView
+    errors: str = ""
+    resources: str = ""
+    diff: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        a, b = self.base.geomean_us, self.candidate.geomean_us
+        return a / b if a and b and self.candidate.ok else None
+
+    def describe(self) -> str:
+        c = self.candidate
+        if not c.ok:
+            return f"{c.status}: {c.message[:500]}"
+        gain = self.speedup
+        return f"correct; geometric mean {c.geomean_us:.4g} µs against the base's " + (
+            f"{self.base.geomean_us:.4g} µs ({gain:.3g}x)" if gain else "(base not timed)"
+        )
+
+
+def expected_range(plan: ExperimentPlan) -> str:
+    return f"{plan.est_min_speedup:.3g}x to {plan.est_max_speedup:.3g}x"
+
+
+def fallback_review(integrity: list[dict[str, object]]) -> Review:
+    errors = [f"line {f.get('line')}: {f.get('reason')}" for f in integrity if f.get("severity") == "error"]
+    return Review(approve=not errors, issues=errors, advice="Remove what the integrity scan flags." if errors else "")
+
+
+def fallback_explanation(plan: ExperimentPlan, outcome: RunOutcome) -> Explanation:
+    """A finding from the numbers alone, when the LLM is absent or failed."""
+    gain = outcome.speedup
+    if gain is None:
+        why = f"The candidate did not produce a timed, correct result ({outcome.describe()})."
+        lesson = "Fix the cause above before building on this plan."
+    elif gain >= 1.0:
+        why = f"Measured {gain:.3g}x against the expected {expected_range(plan)}."
+        lesson = "The change helps; later experiments can build on it."
+    else:
+        why = f"Measured {gain:.3g}x (slower) against the expected {expected_range(plan)}."
+        lesson = "The change does not pay on this target in this form."
+    return Explanation(
+        hypothesis=plan.description or plan.title,
+        change="; ".join(plan.rubric) or plan.title,
+        explanation=why,
+        lesson=lesson,
+    )
+
+
+class Critic:
+    def __init__(self, llm: RoleLLM | None) -> None:
+        self.llm = llm
+        self.review_prompt = load_prompt("critic_review")
+        self.explain_prompt = load_prompt("critic_explain")
+
+    def review(
+        self, plan: ExperimentPlan, source: str, integrity: list[dict[str, object]], resources: str
+    ) -> Outcome[Review]:
+        fallback = fallback_review(integrity)
+        if self.llm is None:
+            return Outcome(fallback, "fallback", "no LLM configured")
+        findings = "\n".join(f"- [{f.get('severity')}] line {f.get('line')}: {f.get('reason')}" for f in integrity)
+        system, user = self.review_prompt.render(
+            plan_title=plan.title,
+            plan_description=plan.description,
+            plan_rubric="\n".join(f"- {r}" for r in plan.rubric) or "- (as described)",
+            candidate_source=source,
+            integrity=findings or "(nothing flagged)",
+            resources=resources or "(not available for this target)",
+        )
+        reply = self.llm.structured(system, user, Review)
+        if reply.value is None:
+            return Outcome(fallback, "fallback", f"critic review unusable: {reply.error}")
+        review = reply.value
+        if fallback.issues and review.approve:
+            # The integrity scan's errors are facts, not opinions: they override an approval.
+            review = Review(approve=False, issues=fallback.issues + review.issues, advice=review.advice)
+        return Outcome(review, "llm")
+
+    def explain(self, plan: ExperimentPlan, outcome: RunOutcome) -> Outcome[Explanation]:
+        fallback = fallback_explanation(plan, outcome)
+        if self.llm is None:
+            return Outcome(fallback, "fallback", "no LLM configured")
+        system, user = self.explain_prompt.render(
+            plan_title=plan.title,
+            plan_description=plan.description,
+            expected=expected_range(plan),
+            outcome=outcome.describe(),
+            shape_table=shape_table(outcome.candidate, outcome.base, ("candidate", "base")),
+            errors=outcome.errors or "(none)",
+            resources=outcome.resources or "(not available for this target)",
+            diff=outcome.diff or "(no diff)",
+        )
+        reply = self.llm.structured(system, user, Explanation)
+        if reply.value is None:
+            return Outcome(fallback, "fallback", f"critic explanation unusable: {reply.error}")
+        return Outcome(reply.value, "llm")

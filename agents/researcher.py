@@ -1,0 +1,90 @@
+"""The Researcher: designs experiments from the base kernel, literature and earlier findings."""
+
+from __future__ import annotations
+
+import logging
+
+from agents.llm import RoleLLM
+from agents.outcome import Outcome
+from agents.prompts import load_prompt
+from agents.schemas import ExperimentPlan, ResearchPlan
+from agents.views import KernelView, ProblemView, directives_text, fmt_us, shape_table
+
+log = logging.getLogger(__name__)
+
+
+def choose_plans(plans: list[ExperimentPlan], k: int = 3) -> list[ExperimentPlan]:
+    """The method's picks: the most innovative, the highest maximum gain, the highest minimum
+    gain; distinct plans, topped up in the order given when the picks coincide."""
+    if k <= 0 or not plans:
+        return []
+    orders = [
+        sorted(plans, key=lambda p: -p.innovation),
+        sorted(plans, key=lambda p: -p.est_max_speedup),
+        sorted(plans, key=lambda p: -p.est_min_speedup),
+    ]
+    chosen: list[ExperimentPlan] = []
+    for order in orders:
+        for plan in order:
+            if all(plan is not c for c in chosen):
+                chosen.append(plan)
+                break
+        if len(chosen) == k:
+            return chosen
+    for plan in plans:
+        if len(chosen) == k:
+            break
+        if all(plan is not c for c in chosen):
+            chosen.append(plan)
+    return chosen
+
+
+def research_query(problem: ProblemView, base: KernelView, directives: list[str]) -> str:
+    """What to look up: the problem, what the base does, and the user's goals."""
+    parts = [problem.name.replace("_", " "), problem.target, base.summary]
+    parts += directives
+    return " ".join(p for p in parts if p)[:400]
+
+
+class Researcher:
+    def __init__(self, llm: RoleLLM | None) -> None:
+        self.llm = llm
+        self.prompt = load_prompt("researcher")
+
+    def design(
+        self,
+        problem: ProblemView,
+        base: KernelView,
+        reference: KernelView | None,
+        context: str,
+        directives: list[str],
+        picks: int = 3,
+    ) -> Outcome[ResearchPlan] | None:
+        """The full reply with `plans` reduced to the picks; None without an LLM or a usable reply
+        (the error is logged and the caller falls back to the Tuner)."""
+        if self.llm is None:
+            return None
+        system, user = self.prompt.render(
+            problem=problem.name,
+            target=problem.target,
+            description=problem.description.strip(),
+            hardware=problem.hardware or "(not given)",
+            roofline=problem.roofline or "(not given)",
+            base_id=base.id,
+            base_time=fmt_us(base.geomean_us),
+            base_source=base.source,
+            reference_id=reference.id if reference else "(none)",
+            reference_time=fmt_us(reference.geomean_us if reference else None),
+            reference_source=reference.source if reference else "(none)",
+            shape_table=shape_table(base, reference, (base.id, reference.id if reference else "-")),
+            context=context or "(no literature or findings available)",
+            directives=directives_text(directives),
+        )
+        reply = self.llm.structured(system, user, ResearchPlan)
+        if reply.value is None:
+            return Outcome(ResearchPlan(plans=[]), "fallback", f"researcher reply unusable: {reply.error}")
+        plans = [p for p in reply.value.plans if p.title.strip()]
+        if not plans:
+            return Outcome(ResearchPlan(plans=[]), "fallback", "researcher gave no plans")
+        chosen = choose_plans(plans, picks)
+        return Outcome(ResearchPlan(avenues=reply.value.avenues, plans=chosen), "llm")

@@ -1,0 +1,136 @@
+"""Evaluating candidates for a run: the sandbox's pool behind the archive's memo.
+
+A source text is evaluated once per run: its verdict is stored under its SHA-256 before the
+kernel is recorded, so a resumed run, or two experiments that wrote the same file, reuse it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from graph.archive import Archive, KernelRecord, sha256_text
+from sandbox.evaluator import EvalOptions, PhaseLimits
+from sandbox.pool import EvaluationPool
+from sandbox.verdict import Status, Verdict
+
+log = logging.getLogger(__name__)
+
+
+def shape_times(verdict: Verdict) -> dict[str, float]:
+    return {b.shape: b.median_us for b in verdict.benchmarks}
+
+
+def verdict_message(verdict: Verdict, limit: int = 2000) -> str:
+    """The failure as the Coder should read it: status, message, diagnostics, failed tests."""
+    if verdict.status == Status.ok:
+        return ""
+    parts = [f"{verdict.status.value}: {verdict.message}".strip()]
+    for d in verdict.diagnostics[:10]:
+        parts.append(f"{d.file}:{d.line}: {d.severity}: {d.message}")
+    for t in verdict.tests:
+        if not t.passed:
+            parts.append(f"test {t.shape}: {t.message}")
+            break
+    if verdict.integrity.violation is not None:
+        v = verdict.integrity.violation
+        parts.append(f"integrity: {v.rule}: {v.reason}")
+    for f in verdict.integrity.findings:
+        if f.severity == "error":
+            parts.append(f"integrity scan, line {f.line}: {f.reason}")
+    if verdict.status in (Status.runtime_error, Status.crash, Status.harness_error) and verdict.log_tail:
+        parts.append("log tail:\n" + verdict.log_tail[-1200:])
+    return "\n".join(parts)[:limit]
+
+
+class RunEvaluator:
+    def __init__(
+        self,
+        archive: Archive,
+        run_dir: Path,
+        problem_path: Path,
+        options: EvalOptions,
+        devices: list[int] | None = None,
+        build_workers: int | None = None,
+    ) -> None:
+        self.archive = archive
+        self.kernels_dir = run_dir / "kernels"
+        self.kernels_dir.mkdir(parents=True, exist_ok=True)
+        self.problem_path = problem_path
+        self.pool = EvaluationPool(options, devices=devices, build_workers=build_workers)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self.sandbox_seconds = 0.0  # time spent waiting on the sandbox, for the overhead benchmark
+        self.evaluations = 0
+
+    @classmethod
+    def for_run(
+        cls,
+        archive: Archive,
+        run_dir: Path,
+        problem_path: Path,
+        target: str,
+        *,
+        timing_budget_s: float,
+        build_limit_s: float,
+        check_limit_s: float,
+        time_limit_s: float,
+        devices: list[int] | None = None,
+        build_workers: int | None = None,
+    ) -> RunEvaluator:
+        options = EvalOptions(
+            target=target,
+            limits=PhaseLimits(build=build_limit_s, check=check_limit_s, time=time_limit_s),
+            timing={"budget_s": timing_budget_s},
+        )
+        return cls(archive, run_dir, problem_path, options, devices=devices, build_workers=build_workers)
+
+    def prewarm(self) -> None:
+        self.pool.prewarm(self.problem_path)
+
+    def _lock_for(self, sha: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(sha, threading.Lock())
+
+    def verdict_for(self, source: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> Verdict:
+        sha = sha256_text(source)
+        with self._lock_for(sha):
+            stored = self.archive.get_evaluation(sha)
+            if stored is not None:
+                return Verdict.from_json(stored)
+            path = self.kernels_dir / f"{sha[:16]}.py"
+            path.write_text(source)
+            started = time.perf_counter()
+            verdict = self.pool.submit(self.problem_path, path, on_event).result()
+            seconds = time.perf_counter() - started
+            self.sandbox_seconds += seconds
+            self.evaluations += 1
+            self.archive.put_evaluation(sha, verdict.to_json(), verdict.status.value, seconds)
+            return verdict
+
+    def evaluate(
+        self, source: str, record: KernelRecord, on_event: Callable[[dict[str, Any]], None] | None = None
+    ) -> KernelRecord:
+        """Evaluate `source` (or reuse its verdict) and store it as a kernel built from `record`'s
+        lineage fields; returns the stored record with its id."""
+        verdict = self.verdict_for(source, on_event)
+        summary = verdict.summary
+        filled = record.model_copy(
+            update={
+                "source": source,
+                "sha256": sha256_text(source),
+                "status": verdict.status.value,
+                "message": verdict_message(verdict),
+                "geomean_us": summary.geomean_us if summary and verdict.passed else None,
+                "speedup": summary.speedup if summary and verdict.passed else None,
+                "benchmarks": shape_times(verdict) if verdict.passed else {},
+            }
+        )
+        return self.archive.add_kernel(filled, verdict_json=verdict.to_json(), static=verdict.static)
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,289 @@
+"""One experiment: write (or render) a candidate, review it, evaluate it, repair it, explain it.
+
+Every finished step is stored in the archive under the experiment's id, so an experiment cut
+off by a kill picks up after its last finished step when the run resumes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from typing import Any
+
+from agents.coder import Candidate
+from agents.critic import RunOutcome
+from agents.schemas import ExperimentPlan, Explanation, Review
+from graph.archive import ExperimentRecord, KernelRecord, utc_now
+from graph.context import RunContext
+from graph.state import ExperimentResult, ExperimentSpec
+from graph.tuner import render_variant
+from sandbox.integrity import Policy, scan_source
+
+log = logging.getLogger(__name__)
+
+
+def unified_diff(before: str, after: str, limit: int = 6000) -> str:
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), "base", "candidate", lineterm="", n=2)
+    return "\n".join(diff)[:limit]
+
+
+def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
+    from sandbox.problem import load_problem
+
+    policy_fields = load_problem(ctx.problem_path, ctx.config.target).integrity
+    try:
+        policy = Policy(**policy_fields)
+    except TypeError:
+        policy = Policy()
+    return [f.to_dict() for f in scan_source(source, policy)]
+
+
+def resource_report(ctx: RunContext, source: str) -> str:
+    """The static resource report, for targets with a device compiler; '' elsewhere or on error."""
+    if ctx.config.target == "cpu":
+        return ""
+    from sandbox.static_analysis import analyze_submission
+
+    path = ctx.run_dir / "kernels" / "_review.py"
+    try:
+        path.write_text(source)
+        return analyze_submission(path, ctx.config.target).summary()
+    except Exception as exc:  # a report is advice: its failure must not stop the experiment
+        log.info("no resource report: %s", exc)
+        return ""
+
+
+def _finish(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord | None, status: str) -> ExperimentResult:
+    ctx.archive.update_experiment(
+        spec["id"], status="done", step="done", kernel_id=kernel.id if kernel else None, finished_at=utc_now()
+    )
+    ctx.progress.event(
+        "experiment_done",
+        experiment=spec["id"],
+        status=status,
+        kernel=kernel.id if kernel else None,
+        geomean_us=kernel.geomean_us if kernel else None,
+    )
+    return ExperimentResult(
+        experiment_id=spec["id"],
+        generation=spec["generation"],
+        kind=spec["kind"],
+        status=status,
+        kernel_id=kernel.id if kernel else None,
+        geomean_us=kernel.geomean_us if kernel else None,
+    )
+
+
+def _step(ctx: RunContext, spec: ExperimentSpec, step: str) -> None:
+    ctx.archive.update_experiment(spec["id"], step=step)
+    ctx.progress.event("experiment_step", experiment=spec["id"], step=step, title=spec["plan"].get("title", ""))
+
+
+def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
+    record = ctx.archive.start_experiment(
+        ExperimentRecord(
+            id=spec["id"],
+            generation=spec["generation"],
+            idx=spec["idx"],
+            kind=spec["kind"],
+            plan=dict(spec["plan"], assignment=spec.get("assignment")),
+            base_id=spec["base_id"],
+            reference_id=spec.get("reference_id"),
+            status="running",
+            started_at=utc_now(),
+        )
+    )
+    if record.status == "done":
+        kernel = ctx.archive.kernel(record.kernel_id) if record.kernel_id else None
+        return _finish(ctx, spec, kernel, kernel.status if kernel else "failed")
+    base = ctx.archive.kernel(spec["base_id"])
+    if base is None:
+        raise KeyError(f"experiment {spec['id']}: base kernel {spec['base_id']} is not in the archive")
+    reference = ctx.archive.kernel(spec["reference_id"]) if spec.get("reference_id") else None
+    plan = ExperimentPlan.model_validate(spec["plan"])
+    if spec["kind"] == "tune":
+        kernel = _tune(ctx, spec, base, plan)
+    else:
+        kernel = _write_and_repair(ctx, spec, base, reference, plan)
+    _explain(ctx, spec, plan, base, kernel)
+    return _finish(ctx, spec, kernel, kernel.status if kernel else "failed")
+
+
+def _lineage(
+    spec: ExperimentSpec, base: KernelRecord, origin: str, attempt: int, summary: str, plan: ExperimentPlan
+) -> KernelRecord:
+    parents = [base.id] + ([spec["reference_id"]] if spec.get("reference_id") and origin == "llm" else [])
+    return KernelRecord(
+        id="",
+        generation=spec["generation"],
+        experiment_id=spec["id"],
+        attempt=attempt,
+        origin=origin,
+        parents=parents,
+        plan=dict(plan.model_dump(), assignment=spec.get("assignment")),
+        summary=summary,
+        source="",
+        sha256="",
+        status="pending",
+    )
+
+
+def _evaluate(ctx: RunContext, spec: ExperimentSpec, source: str, record: KernelRecord) -> KernelRecord:
+    stored = next((k for k in ctx.archive.experiment_kernels(spec["id"]) if k.attempt == record.attempt), None)
+    if stored is not None:
+        return stored  # evaluated before a restart
+
+    def on_event(event: dict[str, Any]) -> None:
+        if "phase" in event:
+            ctx.progress.event(
+                "experiment_step",
+                experiment=spec["id"],
+                step=f"sandbox: {event['phase']}",
+                title=spec["plan"].get("title", ""),
+            )
+
+    _step(ctx, spec, f"evaluate (attempt {record.attempt + 1})")
+    return ctx.evaluator.evaluate(source, record, on_event)
+
+
+def _tune(ctx: RunContext, spec: ExperimentSpec, base: KernelRecord, plan: ExperimentPlan) -> KernelRecord:
+    source = render_variant(base.source, spec.get("assignment") or {})
+    summary = f"{base.summary.split(' [tuned')[0]} [tuned: {', '.join(plan.rubric) or 'no change'}]"
+    return _evaluate(ctx, spec, source, _lineage(spec, base, "tune", 0, summary, plan))
+
+
+def _write_and_repair(
+    ctx: RunContext, spec: ExperimentSpec, base: KernelRecord, reference: KernelRecord | None, plan: ExperimentPlan
+) -> KernelRecord | None:
+    """Coder, Critic review (one send-back), evaluation; on a failure, the diagnostics go back to
+    the Coder, a bounded number of times. Returns the last kernel evaluated (None: none came out)."""
+    assert ctx.coder is not None
+    base_view = ctx.kernel_view(base)
+    ref_view = ctx.kernel_view(reference)
+    feedback, edit_target = "", None
+    sendbacks = 0
+    kernel: KernelRecord | None = None
+    eid = spec["id"]
+    for attempt in range(ctx.config.coder_attempts):
+        revision = 0
+        while True:
+            key = f"{eid}/coder/{attempt}/{revision}"
+            _step(ctx, spec, f"coder (attempt {attempt + 1})")
+            written = ctx.memo_value(
+                key,
+                lambda fb=feedback, et=edit_target: vars(ctx.coder.write(ctx.view, plan, base_view, ref_view, fb, et)),
+            )
+            candidate = Candidate(**written)
+            if candidate.source is None:
+                break
+            _step(ctx, spec, "critic review")
+            review = ctx.memo_outcome(
+                f"{eid}/review/{attempt}/{revision}",
+                Review,
+                lambda src=candidate.source: ctx.critic.review(
+                    plan, src, integrity_scan(ctx, src), resource_report(ctx, src)
+                ),
+            ).value
+            if review.approve or sendbacks >= ctx.config.critic_sendbacks:
+                break
+            sendbacks += 1
+            revision += 1
+            feedback = "The reviewer sent your candidate back:\n" + "\n".join(f"- {i}" for i in review.issues)
+            if review.advice:
+                feedback += f"\nAdvice: {review.advice}"
+            edit_target = candidate.source
+        if candidate.source is None:
+            log.info("%s attempt %d: no candidate: %s", eid, attempt + 1, candidate.error)
+            feedback = f"Your previous reply could not be used: {candidate.error}. Reply again, following the format."
+            continue
+        kernel = _evaluate(ctx, spec, candidate.source, _lineage(spec, base, "llm", attempt, candidate.summary, plan))
+        if kernel.ok:
+            return kernel
+        feedback = f"Your previous candidate failed in the sandbox. Fix it; keep the plan.\n{kernel.message}"
+        edit_target = candidate.source
+    return kernel
+
+
+def _explain(
+    ctx: RunContext, spec: ExperimentSpec, plan: ExperimentPlan, base: KernelRecord, kernel: KernelRecord | None
+) -> None:
+    _step(ctx, spec, "critic explain")
+    if kernel is None:
+        failures = [ctx.archive.get_step(f"{spec['id']}/coder/{a}/0") for a in range(ctx.config.coder_attempts)]
+        reason = "; ".join(str(f.get("error")) for f in failures if f and f.get("error")) or "no candidate"
+        candidate_view = ctx.kernel_view(base).model_copy(
+            update={"id": "-", "status": "no_candidate", "message": reason, "geomean_us": None, "benchmarks": {}}
+        )
+        diff = ""
+    else:
+        candidate_view = ctx.kernel_view(kernel)
+        diff = unified_diff(base.source, kernel.source)
+    static = ctx.archive.kernel_static(kernel.id) if kernel else None
+    outcome = RunOutcome(
+        candidate=candidate_view,
+        base=ctx.kernel_view(base),
+        errors=candidate_view.message,
+        resources=_static_summary(static),
+        diff=diff,
+    )
+    explanation = ctx.memo_outcome(f"{spec['id']}/explain", Explanation, lambda: ctx.critic.explain(plan, outcome))
+    finding = {
+        "experiment_id": spec["id"],
+        "kernel_id": kernel.id if kernel else None,
+        "parent_id": base.id,
+        "kind": spec["kind"],
+        "title": plan.title,
+        "hypothesis": explanation.value.hypothesis,
+        "change": explanation.value.change,
+        "explanation": explanation.value.explanation,
+        "lesson": explanation.value.lesson,
+        "expected_speedup_min": plan.est_min_speedup,
+        "expected_speedup_max": plan.est_max_speedup,
+        "measured_speedup": outcome.speedup,
+        "status": candidate_view.status,
+        "by": explanation.by,
+    }
+    ctx.archive.add_finding(spec["id"], finding["kernel_id"], finding)
+    ctx.archive.update_experiment(spec["id"], finding=finding)
+    kb = ctx.knowledge() if ctx.knowledge else None
+    if kb is not None and spec["kind"] != "tune":
+        _remember(ctx, kb, finding)
+
+
+def _remember(ctx: RunContext, kb: Any, finding: dict[str, Any]) -> None:
+    from knowledge import Finding
+
+    try:
+        kb.add_finding(
+            Finding(
+                id=f"{ctx.run_id}-{finding['experiment_id']}",
+                hypothesis=finding["hypothesis"],
+                change=finding["change"],
+                expected_speedup_min=finding["expected_speedup_min"],
+                expected_speedup_max=finding["expected_speedup_max"],
+                measured_speedup=finding["measured_speedup"],
+                explanation=f"{finding['explanation']} {finding['lesson']}".strip(),
+                kernel_id=finding["kernel_id"] or "-",
+                parent_id=finding["parent_id"],
+                problem=ctx.view.name,
+                target=ctx.config.target,
+                status=finding["status"],
+            )
+        )
+    except Exception as exc:  # the archive holds the finding; the memory is a copy for retrieval
+        log.warning("could not store finding %s in the knowledge base: %s", finding["experiment_id"], exc)
+
+
+def _static_summary(static: Any) -> str:
+    if not static:
+        return ""
+    if isinstance(static, dict):
+        kernels = static.get("kernels") or []
+        lines = []
+        for k in kernels[:6]:
+            fields = ", ".join(
+                f"{name}={k[name]}" for name in sorted(k) if name != "name" and k[name] not in (None, {})
+            )
+            lines.append(f"{k.get('name', '?')}: {fields}"[:400])
+        return "\n".join(lines)
+    return str(static)[:2000]

@@ -1,0 +1,253 @@
+"""The graph's nodes: seed, select, research, experiment (fanned out), collect."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from agents.researcher import research_query
+from agents.schemas import ResearchPlan, Selection
+from graph.archive import KernelRecord
+from graph.context import RunContext
+from graph.experiment import run_experiment
+from graph.problem_view import problem_view
+from graph.state import ExperimentSpec, RunState
+from graph.tuner import tune_plans
+from sandbox.verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+# A new best must beat the old one by this fraction to reset the patience counter: timing noise
+# on a shared machine is about this size.
+MIN_IMPROVEMENT = 0.005
+
+VENDOR = {"hip": "amd", "cuda": "nvidia"}
+
+
+class SeedFailed(RuntimeError):
+    pass
+
+
+def seed(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Evaluate the starting kernel once; it is generation 0 of the population."""
+    ctx = runtime.context
+    existing = ctx.archive.seed()
+    if existing is None:
+        source = ctx.archive.get_meta("seed_source")
+        ctx.progress.event("seed", step="evaluating the seed kernel")
+        record = KernelRecord(
+            id="",
+            generation=0,
+            origin="seed",
+            summary="the starting kernel",
+            source="",
+            sha256="",
+            status="pending",
+            experiment_id="seed",
+        )
+        existing = ctx.evaluator.evaluate(source, record)
+    if not existing.ok:
+        reason = f"the seed kernel does not pass ({existing.status}): {existing.message[:500]}"
+        return {"stop_reason": reason, "generation": 0}
+    ctx.progress.event("seed_done", kernel=existing.id, geomean_us=existing.geomean_us)
+    if not ctx.view.roofline:
+        verdict_json = ctx.archive.kernel_verdict(existing.id)
+        if verdict_json:
+            ctx.view = problem_view(ctx.archive, ctx.config, Verdict.from_json(verdict_json))
+    best = ctx.archive.best()
+    return {
+        "generation": state.get("generation") or 1,
+        "best_id": best.id if best else existing.id,
+        "best_geomean_us": best.geomean_us if best else existing.geomean_us,
+        "stale": state.get("stale", 0),
+        "elapsed_s": state.get("elapsed_s", 0.0),
+        "stop_reason": None,
+    }
+
+
+def after_seed(state: RunState) -> str:
+    return "end" if state.get("stop_reason") else "select"
+
+
+def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    generation = state["generation"]
+    population = [ctx.kernel_view(k) for k in ctx.population()]
+    directives = ctx.archive.directives()
+    ctx.progress.event("generation", generation=generation, step="select")
+    outcome = ctx.memo_outcome(
+        f"g{generation}/select", Selection, lambda: ctx.selector.select(ctx.view, population, directives)
+    )
+    if outcome.error and outcome.by == "fallback" and ctx.llm_enabled:
+        log.warning("generation %d: %s", generation, outcome.error)
+    selection = outcome.value.model_dump() | {"by": outcome.by}
+    ctx.progress.event("selected", generation=generation, **selection)
+    return {"selection": selection, "generation_started": time.time()}
+
+
+def research(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    generation = state["generation"]
+    selection = state["selection"]
+    entries = ctx.memo_value(f"g{generation}/research", lambda: _design(ctx, generation, selection))
+    specs: list[ExperimentSpec] = []
+    for idx, entry in enumerate(entries):
+        specs.append(
+            ExperimentSpec(
+                id=f"g{generation}e{idx}",
+                generation=generation,
+                idx=idx,
+                kind=entry["kind"],
+                plan=entry["plan"],
+                assignment=entry.get("assignment"),
+                base_id=selection["base_id"],
+                reference_id=selection.get("reference_id"),
+            )
+        )
+    ctx.progress.event("planned", generation=generation, plans=[s["plan"]["title"] for s in specs])
+    return {"plans": specs}
+
+
+def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list[dict[str, Any]]:
+    """This generation's experiments: the Researcher's picks plus Tuner variants; the Tuner alone
+    when there is no LLM or the Researcher's reply was unusable."""
+    config = ctx.config
+    population = ctx.population()
+    base = ctx.archive.kernel(selection["base_id"])
+    assert base is not None
+    entries: list[dict[str, Any]] = []
+    if ctx.llm_enabled:
+        reference = ctx.archive.kernel(selection["reference_id"]) if selection.get("reference_id") else None
+        base_view = ctx.kernel_view(base)
+        directives = ctx.archive.directives()
+        context = ""
+        kb = ctx.knowledge() if ctx.knowledge else None
+        if kb is not None:
+            query = research_query(ctx.view, base_view, directives)
+            try:
+                context = kb.research_context(
+                    query,
+                    target=VENDOR.get(config.target),
+                    problem=ctx.view.name,
+                    findings_target=config.target,
+                ).to_prompt()
+            except Exception as exc:  # retrieval is an aid; the Researcher can work without it
+                log.warning("knowledge retrieval failed: %s", exc)
+        outcome = ctx.memo_outcome(
+            f"g{generation}/researcher",
+            ResearchPlan,
+            lambda: ctx.researcher.design(
+                ctx.view, base_view, ctx.kernel_view(reference), context, directives, picks=config.parallel
+            ),
+        )
+        if outcome.error:
+            log.warning("%s", outcome.error)
+        entries += [{"kind": "llm", "plan": p.model_dump()} for p in outcome.value.plans]
+    tuner_slots = config.tuner_per_generation if entries else config.parallel
+    entries += [{"kind": "tune", **p} for p in tune_plans(base, population, tuner_slots)]
+    return entries
+
+
+def fan_out(state: RunState) -> list[Send] | str:
+    plans = state.get("plans") or []
+    if not plans:
+        return "collect"
+    return [Send("experiment", spec) for spec in plans]
+
+
+def experiment(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    try:
+        result = run_experiment(ctx, spec)
+    except Exception as exc:
+        # One broken experiment must not end a run of hours; the error is kept with it.
+        log.exception("experiment %s failed", spec["id"])
+        ctx.archive.update_experiment(spec["id"], status="error", step=f"error: {exc}"[:500])
+        result = {
+            "experiment_id": spec["id"],
+            "generation": spec["generation"],
+            "kind": spec["kind"],
+            "status": "error",
+            "kernel_id": None,
+            "geomean_us": None,
+        }
+    return {"results": [result]}
+
+
+def collect(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    generation = state["generation"]
+    results = [r for r in state.get("results", []) if r.get("generation") == generation]
+    best = ctx.archive.best()
+    previous = state.get("best_geomean_us")
+    improved = best is not None and (previous is None or best.geomean_us < previous * (1 - MIN_IMPROVEMENT))
+    stale = 0 if improved else state.get("stale", 0) + 1
+    now = time.time()
+    elapsed = state.get("elapsed_s", 0.0) + now - max(state.get("generation_started", now), ctx.session_started)
+    spend = ctx.archive.spend()
+    selection = state.get("selection", {})
+    ctx.archive.finish_generation(
+        generation,
+        base_id=selection.get("base_id"),
+        reference_id=selection.get("reference_id"),
+        best_id=best.id if best else None,
+        best_geomean_us=best.geomean_us if best else None,
+        experiments=len(results),
+        results=results,
+        improved=improved,
+        tokens=spend.tokens,
+        cost_usd=spend.cost_usd,
+    )
+    stop = _stop_reason(ctx, generation, stale, elapsed, spend.tokens, spend.cost_usd, results)
+    ctx.progress.event(
+        "generation_done",
+        generation=generation,
+        best=best.id if best else None,
+        best_geomean_us=best.geomean_us if best else None,
+        improved=improved,
+        stop_reason=stop,
+    )
+    return {
+        "generation": generation + 1,
+        "best_id": best.id if best else state.get("best_id"),
+        "best_geomean_us": best.geomean_us if improved and best else previous,
+        "stale": stale,
+        "elapsed_s": elapsed,
+        "stop_reason": stop,
+        "plans": [],
+    }
+
+
+def _stop_reason(
+    ctx: RunContext,
+    generation: int,
+    stale: int,
+    elapsed: float,
+    tokens: int,
+    cost: float,
+    results: list[dict[str, Any]],
+) -> str | None:
+    budgets = ctx.config.budgets
+    if ctx.stop.is_set():
+        return "stopped on request"
+    if not results and not ctx.llm_enabled:
+        return "the Tuner has no untried values left (no LLM configured)"
+    if generation >= budgets.generations:
+        return f"generation budget reached ({budgets.generations})"
+    if budgets.wall_time_s is not None and elapsed >= budgets.wall_time_s:
+        return f"wall-time budget reached ({elapsed:.0f} s of {budgets.wall_time_s:.0f} s)"
+    if budgets.max_tokens is not None and tokens >= budgets.max_tokens:
+        return f"token budget reached ({tokens} of {budgets.max_tokens})"
+    if budgets.max_cost_usd is not None and cost >= budgets.max_cost_usd:
+        return f"cost budget reached (${cost:.4f} of ${budgets.max_cost_usd:.4f})"
+    if budgets.patience is not None and stale >= budgets.patience:
+        return f"no improvement for {stale} generations"
+    return None
+
+
+def after_collect(state: RunState) -> str:
+    return "end" if state.get("stop_reason") else "select"

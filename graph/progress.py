@@ -1,0 +1,115 @@
+"""Live progress of a run in the terminal: the step of each experiment, the best so far, spend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from graph.archive import Archive
+
+
+class LiveProgress:
+    """A Rich live panel fed by the graph's progress events (called from worker threads)."""
+
+    def __init__(self, archive: Archive, console: Console | None = None, run_id: str = "") -> None:
+        self.archive = archive
+        self.console = console or Console()
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._steps: dict[str, tuple[str, str]] = {}  # experiment -> (title, step)
+        self._generation = 0
+        self._headline = "starting"
+        self._started = time.time()
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveProgress:
+        self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def event(self, kind: str, **data: Any) -> None:
+        with self._lock:
+            if kind == "generation":
+                self._generation = data["generation"]
+                self._steps = {}
+                self._headline = "selecting base and reference"
+            elif kind == "selected":
+                self._headline = f"base {data.get('base_id')}, reference {data.get('reference_id') or '-'}"
+            elif kind == "planned":
+                self._headline += f"; {len(data.get('plans', []))} experiments"
+            elif kind == "experiment_step":
+                self._steps[data["experiment"]] = (data.get("title", ""), data["step"])
+            elif kind == "experiment_done":
+                title = self._steps.get(data["experiment"], ("", ""))[0]
+                outcome = data["status"]
+                if data.get("geomean_us"):
+                    outcome += f" {data['geomean_us']:.4g} µs ({data.get('kernel')})"
+                self._steps[data["experiment"]] = (title, f"done: {outcome}")
+            elif kind == "seed":
+                self._headline = data.get("step", "seed")
+            elif kind == "generation_done" and data.get("stop_reason"):
+                self._headline = f"stopping: {data['stop_reason']}"
+            elif kind == "resume":
+                self._headline = f"resuming at {', '.join(data.get('next', []))}"
+        if self._live is not None:
+            self._live.update(self._render())
+        else:
+            self.console.log(kind, data)
+
+    def _render(self) -> Group:
+        best = self.archive.best()
+        seed = self.archive.seed()
+        spend = self.archive.spend()
+        elapsed = time.time() - self._started
+        head = Text.assemble(
+            (f"{self.run_id}  ", "bold"),
+            f"generation {self._generation}  ·  ",
+            (
+                f"best {best.id} {best.geomean_us:.4g} µs" if best and best.geomean_us else "no timed kernel yet",
+                "green",
+            ),
+            f" ({seed.geomean_us / best.geomean_us:.2f}x the seed)" if best and seed and seed.geomean_us else "",
+            f"  ·  {spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
+        )
+        table = Table(show_header=True, header_style="bold", expand=False, box=None)
+        table.add_column("experiment")
+        table.add_column("plan", max_width=60, overflow="ellipsis")
+        table.add_column("step")
+        with self._lock:
+            for eid, (title, step) in sorted(self._steps.items()):
+                table.add_row(eid, title, step)
+            headline = self._headline
+        return Group(head, Text(headline, style="dim"), table)
+
+
+def leaderboard_table(archive: Archive, limit: int = 10) -> Table:
+    seed = archive.seed()
+    table = Table(title="Leaderboard", header_style="bold")
+    for name in ("rank", "kernel", "gen", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch", "summary"):
+        table.add_column(name, overflow="fold" if name == "summary" else "ellipsis")
+    for rank, k in enumerate(archive.leaderboard(limit), 1):
+        vs_seed = f"{seed.geomean_us / k.geomean_us:.2f}x" if seed and seed.geomean_us and k.geomean_us else "-"
+        table.add_row(
+            str(rank),
+            k.id,
+            str(k.generation),
+            k.origin,
+            ",".join(k.parents) or "-",
+            f"{k.geomean_us:.4g}",
+            vs_seed,
+            f"{k.speedup:.2f}x" if k.speedup else "-",
+            k.summary[:80],
+        )
+    return table
