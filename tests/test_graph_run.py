@@ -18,18 +18,18 @@ SCRIPTED = LLMSettings(default=LLMConfig(model="scripted", max_retries=0))
 
 
 def scripted_run(tmp_path: Path, models: dict[str, Any], **overrides: Any) -> tuple[dict[str, Any], Archive, Any]:
-    config = RunConfig(
-        problem="softmax",
-        target="cpu",
-        seed=str(SLOW_SOFTMAX),
-        parallel=1,
-        tuner_per_generation=0,
-        budgets=Budgets(generations=overrides.pop("generations", 1), patience=None),
-        sandbox=SandboxSettings(timing_budget_s=0.2),
-        llm=SCRIPTED,
-        use_knowledge=False,
-        **overrides,
-    )
+    fields: dict[str, Any] = {
+        "problem": "softmax",
+        "target": "cpu",
+        "seed": str(SLOW_SOFTMAX),
+        "parallel": 1,
+        "tuner_per_generation": 0,
+        "budgets": Budgets(generations=overrides.pop("generations", 1), patience=None),
+        "sandbox": SandboxSettings(timing_budget_s=0.2),
+        "llm": SCRIPTED,
+        "use_knowledge": False,
+    }
+    config = RunConfig(**(fields | overrides))
     handle = create_run(config, tmp_path / "runs")
     archive = Archive(handle.archive_path)
     ctx = build_context(handle, archive, chat_models=models)
@@ -123,3 +123,90 @@ def test_critic_sends_a_candidate_back_once(tmp_path: Path, approve_first: bool)
     second_coder_prompt = models["coder"].requests[1].text
     assert "rows are not split over threads" in second_coder_prompt
     assert archive.best().origin == "llm"
+
+
+class Killed(BaseException):
+    """Stands in for the process dying: nothing in the run may catch it."""
+
+
+def test_resume_after_an_interruption_repeats_no_finished_step(tmp_path: Path) -> None:
+    from tests import scientist_script as script
+
+    def critic_dying_in_generation_2(messages: Any, kwargs: Any) -> Any:
+        if "Static integrity scan" not in script.prompt_text(messages) and explained["n"] >= 2:
+            raise Killed()
+        if "Static integrity scan" not in script.prompt_text(messages):
+            explained["n"] += 1
+        return script.approve(messages, kwargs)
+
+    explained = {"n": 0}
+    two_plans = {"n": 0}
+
+    def researcher(messages: Any, kwargs: Any) -> Any:
+        two_plans["n"] += 1
+        reply = script.researcher(messages, kwargs)
+        other = dict(script.PLAN, title="same kernel, different name", innovation=9, est_max_speedup=1.1)
+        reply["args"]["plans"] = [script.PLAN, other]
+        return reply
+
+    models = scientist_models()
+    models["critic"] = script.ScriptedChatModel(responder=critic_dying_in_generation_2)
+    models["researcher"] = script.ScriptedChatModel(responder=researcher)
+    with pytest.raises(Killed):
+        scripted_run(tmp_path, models, generations=2, parallel=2, directives=["keep register use under 128"])
+    handle_dir = next((tmp_path / "runs").iterdir())
+    archive = Archive(handle_dir / "archive.sqlite")
+    assert archive.get_meta("status") == "interrupted"
+    done_before = {e.id: e.kernel_id for e in archive.experiments() if e.status == "done"}
+    assert {"g1e0", "g1e1"} <= set(done_before)
+    evaluations_before = len(archive.evaluation_log())
+    calls_before = len(archive.llm_calls())
+    # Generation 1 ran two experiments in parallel, and the directive reached both planning prompts.
+    assert "keep register use under 128" in models["selector"].requests[0].text
+    assert "keep register use under 128" in models["researcher"].requests[0].text
+
+    fresh = scientist_models()
+    from graph.runs import open_run
+
+    handle = open_run(handle_dir)
+    final = execute(handle, build_context(handle, archive, chat_models=fresh))
+    assert final["stop_reason"] == "generation budget reached (2)"
+    after = {e.id: e.kernel_id for e in archive.experiments()}
+    assert all(after[eid] == kid for eid, kid in done_before.items())  # nothing finished was lost or redone
+    log = archive.evaluation_log()
+    assert len({row["sha256"] for row in log}) == len(log)  # no source evaluated twice
+    assert len(log) >= evaluations_before
+    # Finished LLM steps came from the archive: the fresh models got no selector or researcher
+    # request for generation 2's finished planning, and generation 1 was not asked again.
+    assert not fresh["selector"].requests and not fresh["researcher"].requests
+    assert len(archive.llm_calls()) > calls_before
+    assert archive.get_meta("status") == "finished"
+
+
+@pytest.mark.parametrize(
+    ("budgets", "reason"),
+    [
+        ({"max_tokens": 1}, "token budget reached"),
+        ({"max_cost_usd": 1e-9}, "cost budget reached"),
+        ({"patience": 1}, "no improvement for 1 generations"),
+        ({"wall_time_s": 0.001}, "wall-time budget reached"),
+    ],
+)
+def test_budgets_stop_the_run(tmp_path: Path, budgets: dict[str, Any], reason: str) -> None:
+    priced = LLMSettings(default=LLMConfig(model="scripted", max_retries=0, price_input_per_mtok=1.0))
+    config = RunConfig(
+        problem="softmax",
+        target="cpu",
+        seed=str(SLOW_SOFTMAX),
+        parallel=1,
+        tuner_per_generation=0,
+        budgets=Budgets(generations=5, **({"patience": None} | budgets)),
+        sandbox=SandboxSettings(timing_budget_s=0.1),
+        llm=priced,
+        use_knowledge=False,
+    )
+    handle = create_run(config, tmp_path / "runs")
+    archive = Archive(handle.archive_path)
+    final = execute(handle, build_context(handle, archive, chat_models=scientist_models(garbage=True)))
+    assert final["stop_reason"].startswith(reason)
+    assert len(archive.generations()) == 1
