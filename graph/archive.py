@@ -111,6 +111,13 @@ CREATE TABLE IF NOT EXISTS findings (
 """
 
 
+# Every kernel column but the verdict and static report, which only their own getters read.
+_KERNEL_COLUMNS = (
+    "id, generation, experiment_id, attempt, origin, parents, plan, summary, source, sha256, status, message,"
+    " geomean_us, speedup, benchmarks, tokens, cost_usd, created_at"
+)
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -254,7 +261,7 @@ class Archive:
         with self._tx() as c:
             if record.experiment_id is not None:
                 row = c.execute(
-                    "SELECT * FROM kernels WHERE experiment_id = ? AND attempt = ?",
+                    f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE experiment_id = ? AND attempt = ?",
                     (record.experiment_id, record.attempt),
                 ).fetchone()
                 if row is not None:
@@ -292,7 +299,7 @@ class Archive:
         return record
 
     def kernel(self, kernel_id: str) -> KernelRecord | None:
-        rows = self._query("SELECT * FROM kernels WHERE id = ?", (kernel_id,))
+        rows = self._query(f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE id = ?", (kernel_id,))
         return _kernel(rows[0]) if rows else None
 
     def kernel_verdict(self, kernel_id: str) -> str | None:
@@ -304,15 +311,17 @@ class Archive:
         return json.loads(rows[0]["static"]) if rows and rows[0]["static"] else None
 
     def kernels(self) -> list[KernelRecord]:
-        return [_kernel(r) for r in self._query("SELECT * FROM kernels ORDER BY seq")]
+        return [_kernel(r) for r in self._query(f"SELECT {_KERNEL_COLUMNS} FROM kernels ORDER BY seq")]
 
     def experiment_kernels(self, experiment_id: str) -> list[KernelRecord]:
-        rows = self._query("SELECT * FROM kernels WHERE experiment_id = ? ORDER BY attempt", (experiment_id,))
+        rows = self._query(
+            f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE experiment_id = ? ORDER BY attempt", (experiment_id,)
+        )
         return [_kernel(r) for r in rows]
 
     def leaderboard(self, limit: int | None = None) -> list[KernelRecord]:
         """Correct, timed kernels, fastest geometric mean first (ties: the older kernel)."""
-        sql = "SELECT * FROM kernels WHERE status = 'ok' AND geomean_us IS NOT NULL ORDER BY geomean_us, seq"
+        sql = f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE status = 'ok' AND geomean_us IS NOT NULL ORDER BY geomean_us, seq"
         rows = self._query(sql + (f" LIMIT {int(limit)}" if limit else ""))
         return [_kernel(r) for r in rows]
 
@@ -321,7 +330,7 @@ class Archive:
         return board[0] if board else None
 
     def seed(self) -> KernelRecord | None:
-        rows = self._query("SELECT * FROM kernels WHERE origin = 'seed' ORDER BY seq LIMIT 1")
+        rows = self._query(f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE origin = 'seed' ORDER BY seq LIMIT 1")
         return _kernel(rows[0]) if rows else None
 
     # -- experiments -----------------------------------------------------------------
@@ -407,11 +416,12 @@ class Archive:
             )
 
     def llm_calls(self, role: str | None = None) -> list[dict[str, Any]]:
+        """The calls' records, each with the step it belonged to ("g2e0/coder/0/0")."""
         if role is None:
-            rows = self._query("SELECT record FROM llm_calls ORDER BY seq")
+            rows = self._query("SELECT step, record FROM llm_calls ORDER BY seq")
         else:
-            rows = self._query("SELECT record FROM llm_calls WHERE role = ? ORDER BY seq", (role,))
-        return [json.loads(r["record"]) for r in rows]
+            rows = self._query("SELECT step, record FROM llm_calls WHERE role = ? ORDER BY seq", (role,))
+        return [json.loads(r["record"]) | {"step": r["step"]} for r in rows]
 
     def spend(self, role: str | None = None) -> Spend:
         where, args = ("WHERE role = ?", (role,)) if role else ("", ())

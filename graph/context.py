@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +27,7 @@ from agents.views import KernelView, ProblemView
 from graph.archive import Archive, KernelRecord
 from graph.config import RunConfig
 from graph.evaluation import RunEvaluator
+from sandbox.integrity import Policy
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,16 @@ class RunContext:
     stop: threading.Event = field(default_factory=threading.Event)
     llm_seconds: float = 0.0  # for the overhead benchmark
     _memo_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @cached_property
+    def integrity_policy(self) -> Policy:
+        """The problem's integrity policy, for the Critic's static scan (loaded once)."""
+        from sandbox.problem import load_problem
+
+        try:
+            return Policy(**load_problem(self.problem_path, self.config.target).integrity)
+        except TypeError:
+            return Policy()
 
     @property
     def llm_enabled(self) -> bool:

@@ -17,7 +17,7 @@ from graph.archive import ExperimentRecord, KernelRecord, utc_now
 from graph.context import RunContext
 from graph.state import ExperimentResult, ExperimentSpec
 from graph.tuner import render_variant
-from sandbox.integrity import Policy, scan_source
+from sandbox.integrity import scan_source
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +28,7 @@ def unified_diff(before: str, after: str, limit: int = 6000) -> str:
 
 
 def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
-    from sandbox.problem import load_problem
-
-    policy_fields = load_problem(ctx.problem_path, ctx.config.target).integrity
-    try:
-        policy = Policy(**policy_fields)
-    except TypeError:
-        policy = Policy()
-    return [f.to_dict() for f in scan_source(source, policy)]
+    return [f.to_dict() for f in scan_source(source, ctx.integrity_policy)]
 
 
 def resource_report(ctx: RunContext, source: str) -> str:
