@@ -43,7 +43,7 @@ def seed(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
             id="",
             generation=0,
             origin="seed",
-            summary="the starting kernel",
+            summary=seed_summary(source),
             source="",
             sha256="",
             status="pending",
@@ -67,6 +67,19 @@ def seed(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "elapsed_s": state.get("elapsed_s", 0.0),
         "stop_reason": None,
     }
+
+
+def seed_summary(source: str) -> str:
+    """The seed's one-line summary: its first comment line, if it starts with one."""
+    for line in source.splitlines():
+        text = line.strip()
+        if text.startswith("#!"):
+            continue
+        if text.startswith(("#", "//")):
+            return "seed: " + text.lstrip("#/ ").strip()[:100]
+        if text:
+            break
+    return "the starting kernel"
 
 
 def after_seed(state: RunState) -> str:

@@ -97,8 +97,9 @@ class LiveProgress:
 def leaderboard_table(archive: Archive, limit: int = 10) -> Table:
     seed = archive.seed()
     table = Table(title="Leaderboard", header_style="bold")
-    for name in ("rank", "kernel", "gen", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch", "summary"):
-        table.add_column(name, overflow="fold" if name == "summary" else "ellipsis")
+    for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=60)
     for rank, k in enumerate(archive.leaderboard(limit), 1):
         vs_seed = f"{seed.geomean_us / k.geomean_us:.2f}x" if seed and seed.geomean_us and k.geomean_us else "-"
         table.add_row(
