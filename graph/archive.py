@@ -480,6 +480,14 @@ class Archive:
         rows = self._query("SELECT * FROM generations ORDER BY generation")
         return [dict(r) | {"summary": json.loads(r["summary"])} for r in rows]
 
+    # -- for the chat and reports (issue 7) --------------------------------------------
+
+    def directive_records(self, include_retired: bool = False) -> list[dict[str, Any]]:
+        """Directives with their numbers (seq, to retire one), text, active flag and time."""
+        where = "" if include_retired else " WHERE active = 1"
+        sql = f"SELECT seq, text, active, created_at FROM directives{where} ORDER BY seq"
+        return [dict(r) for r in self._query(sql)]
+
 
 def _kernel(row: sqlite3.Row) -> KernelRecord:
     return KernelRecord(

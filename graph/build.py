@@ -1,13 +1,13 @@
 """The scientist's state machine.
 
-seed -> select -> research -> experiment x N (in parallel, via Send) -> collect -> select ...
+seed -> select -> research -> approve -> experiment x N (in parallel, via Send) -> collect -> select ...
 """
 
 from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graph import nodes
+from graph import approval, nodes
 from graph.context import RunContext
 from graph.state import RunState
 
@@ -19,10 +19,12 @@ def build_graph() -> StateGraph:
     graph.add_node("research", nodes.research)
     graph.add_node("experiment", nodes.experiment)
     graph.add_node("collect", nodes.collect)
+    graph.add_node("approve", approval.approve)
     graph.add_edge(START, "seed")
     graph.add_conditional_edges("seed", nodes.after_seed, {"select": "select", "end": END})
     graph.add_edge("select", "research")
-    graph.add_conditional_edges("research", nodes.fan_out, ["experiment", "collect"])
+    graph.add_edge("research", "approve")
+    graph.add_conditional_edges("approve", nodes.fan_out, ["experiment", "collect"])
     graph.add_edge("experiment", "collect")
     graph.add_conditional_edges("collect", nodes.after_collect, {"select": "select", "end": END})
     return graph

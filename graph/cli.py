@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from graph.chat_cli import chat_command
+from graph.report_cli import report_command, status_command
 from graph.run_cli import export_command, run_command
 from knowledge.cli import kb_app
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
@@ -22,6 +24,9 @@ app = typer.Typer(
 app.add_typer(kb_app, name="kb")
 app.command("run")(run_command)
 app.command("export")(export_command)
+app.command("chat")(chat_command)
+app.command("report")(report_command)
+app.command("status")(status_command)
 console = Console()
 
 

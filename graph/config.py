@@ -48,6 +48,7 @@ class LLMSettings(BaseModel):
     researcher: LLMConfig | None = None
     coder: LLMConfig | None = None
     critic: LLMConfig | None = None
+    chat: LLMConfig | None = None  # `kernel-scientist chat`; not a role of the loop
 
     def for_role(self, role: str) -> LLMConfig | None:
         return getattr(self, role) or self.default

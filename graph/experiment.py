@@ -141,7 +141,7 @@ def _evaluate(ctx: RunContext, spec: ExperimentSpec, source: str, record: Kernel
 
 def _tune(ctx: RunContext, spec: ExperimentSpec, base: KernelRecord, plan: ExperimentPlan) -> KernelRecord:
     source = render_variant(base.source, spec.get("assignment") or {})
-    summary = f"{base.summary.split(' [tuned')[0]} [tuned: {', '.join(plan.rubric) or 'no change'}]"
+    summary = f"{plan.title} (of {base.id})"
     return _evaluate(ctx, spec, source, _lineage(spec, base, "tune", 0, summary, plan))
 
 

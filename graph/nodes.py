@@ -11,6 +11,7 @@ from langgraph.types import Send
 
 from agents.researcher import research_query
 from agents.schemas import ResearchPlan, Selection
+from graph import control
 from graph.archive import KernelRecord
 from graph.context import RunContext
 from graph.experiment import run_experiment
@@ -216,6 +217,7 @@ def collect(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         cost_usd=spend.cost_usd,
     )
     stop = _stop_reason(ctx, generation, stale, elapsed, spend.tokens, spend.cost_usd, results)
+    stop = control.at_boundary(ctx, stop)  # a pause or stop asked for from a chat or another process
     ctx.progress.event(
         "generation_done",
         generation=generation,

@@ -94,12 +94,21 @@ class LiveProgress:
         return Group(head, Text(headline, style="dim"), table)
 
 
-def leaderboard_table(archive: Archive, limit: int = 10) -> Table:
+def fmt_time(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"{us:,.0f}" if us >= 1000 else f"{us:.4g}"
+
+
+def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Table:
+    """The best kernels; the summary column only where the terminal is wide enough for it."""
     seed = archive.seed()
     table = Table(title="Leaderboard", header_style="bold")
     for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True)
-    table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=60)
+    wide = width >= 110
+    if wide:
+        table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=max(20, width - 80))
     for rank, k in enumerate(archive.leaderboard(limit), 1):
         vs_seed = f"{seed.geomean_us / k.geomean_us:.2f}x" if seed and seed.geomean_us and k.geomean_us else "-"
         table.add_row(
@@ -108,9 +117,9 @@ def leaderboard_table(archive: Archive, limit: int = 10) -> Table:
             str(k.generation),
             k.origin,
             ",".join(k.parents) or "-",
-            f"{k.geomean_us:.4g}",
+            fmt_time(k.geomean_us),
             vs_seed,
             f"{k.speedup:.2f}x" if k.speedup else "-",
-            k.summary[:80],
+            *([k.summary] if wide else []),
         )
     return table

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from graph.archive import Archive
 from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_llm_settings
+from graph.control import extend_run, set_approval
 from graph.export import ExportError, export_kernel
 from graph.progress import LiveProgress, leaderboard_table
 from graph.runs import RunError, build_context, create_run, execute, open_run, run_summary
@@ -47,13 +48,23 @@ def run_command(
     no_kb: bool = typer.Option(False, "--no-kb", help="Do not consult the knowledge base."),
     runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
     plain: bool = typer.Option(False, "--plain", help="Log lines instead of the live panel."),
+    more: int | None = typer.Option(
+        None, "--more", min=1, help="With --resume: allow this many more generations (a finished run too)."
+    ),
+    approve: bool = typer.Option(
+        False, "--approve", help="Approval mode: wait for a review of each generation's plans (kernel-scientist chat)."
+    ),
 ) -> None:
     """Optimise a kernel: generations of select, research, write, review, evaluate."""
     try:
+        if more is not None and resume is None:
+            raise _fail("--more goes with --resume RUN")
         if resume is not None:
             handle = open_run(resume, runs_dir)
             for text in directive:
                 Archive(handle.archive_path).add_directive(text)
+            if more is not None:
+                handle = extend_run(handle, more)
         else:
             if problem is None:
                 raise _fail("give a PROBLEM, or --resume RUN")
@@ -82,6 +93,8 @@ def run_command(
         raise _fail(str(exc)) from exc
 
     archive = Archive(handle.archive_path)
+    if approve:
+        set_approval(archive, True)
     console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}")
     if not handle.config.llm.configured:
         console.print(
@@ -104,7 +117,7 @@ def run_command(
     except Exception as exc:
         log.exception("run failed")
         raise _fail(f"run {handle.run_id} failed: {exc}. Resume with --resume {handle.run_id}", 1) from exc
-    console.print(leaderboard_table(archive))
+    console.print(leaderboard_table(archive, width=console.width))
     summary = run_summary(archive)
     console.print(f"stopped: {final.get('stop_reason')}")
     if summary["best"]:

@@ -25,6 +25,7 @@ from agents.critic import Critic
 from agents.llm import LLMCall, RoleLLM, make_chat_model
 from agents.researcher import Researcher
 from agents.selector import Selector
+from graph.approval import settle_approvals
 from graph.archive import Archive, utc_now
 from graph.build import build_graph
 from graph.config import ROLES, RunConfig
@@ -219,6 +220,7 @@ def execute(handle: RunHandle, ctx: RunContext) -> dict[str, Any]:
             final = dict(snapshot.values)
         else:
             final = app.invoke({"generation": 1, "stale": 0, "elapsed_s": 0.0}, config, context=ctx)
+        final = settle_approvals(app, config, ctx, final)  # approval mode: wait for reviews, resume
         # The seed's verdict tells the roles about the hardware: refresh the view once it exists.
         archive.set_meta("status", "finished")
         archive.set_meta("stop_reason", final.get("stop_reason"))

@@ -20,18 +20,18 @@ from sandbox.tunables import (
     parse_tunables,
     plan_tuning,
     render,
+    skeleton,
 )
 
 log = logging.getLogger(__name__)
 
 
 def family_key(source: str) -> str | None:
-    """The source with every tunable set to its first value: equal for all variants of a kernel."""
+    """The source with every tunable's value blanked: equal for all variants of a kernel."""
     try:
-        tunables = parse_tunables(source)
-        if not tunables:
+        if not parse_tunables(source):
             return None
-        return render(source, {t.name: t.values[0] for t in tunables})
+        return skeleton(source)
     except TunableError:
         return None
 

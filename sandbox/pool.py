@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from queue import Queue
@@ -26,12 +27,51 @@ from sandbox.verdict import Status, Verdict
 log = logging.getLogger(__name__)
 
 
+class SharedExclusiveGate:
+    """Many holders in shared mode, or one in exclusive mode; a waiting exclusive holder goes
+    first. On the CPU target, builds are shared and timings exclusive: a compiler running
+    beside a CPU timing would take the cores the timing measures."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_exclusive += 1
+            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
 class EvaluationPool:
     """A pool of build slots and device slots.
 
     devices: GPU indices for the cuda target (one evaluation at a time on each);
     for the cpu target, the number of timing slots is len(devices) (default 1,
-    since concurrent CPU timings disturb each other).
+    since concurrent CPU timings disturb each other), and no build runs while a
+    CPU candidate is checked and timed.
     """
 
     def __init__(
@@ -44,6 +84,9 @@ class EvaluationPool:
     ) -> None:
         # Workers wait, warmed up, on each device (and for builds) for the next
         # candidate: start-up (importing torch, a device context) takes seconds.
+        # Not on the CPU target: a standby worker warms up (imports torch, runs the reference)
+        # while it waits, which would take the cores a CPU timing measures.
+        keep_warm = keep_warm and options.target != "cpu"
         self.options = replace(options, keep_warm=keep_warm, warm_workers=warm_workers)
         self.devices = list(devices) if devices else [0]
         self.build_workers = build_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -56,11 +99,14 @@ class EvaluationPool:
         )
         self.timeline: list[dict[str, Any]] = []  # (candidate, stage, start, end), for benchmarks
         self._lock = threading.Lock()
+        self._cpu_gate = SharedExclusiveGate() if options.target == "cpu" else None
 
     def prewarm(self, problem: str | Path) -> None:
         """Start build and device workers now, before the first candidate arrives."""
         from sandbox.evaluator import prepare_workers
 
+        if not self.options.keep_warm:
+            return
         prepare_workers(problem, replace(self.options, mode="build"), self.build_workers)
         for device in self.devices:
             prepare_workers(problem, replace(self.options, gpu=device))
@@ -89,7 +135,7 @@ class EvaluationPool:
         import time
 
         if self.options.mode != "build":
-            with self._builds:
+            with self._builds, self._gate("shared"):
                 start = time.perf_counter()
                 built = evaluate(
                     problem,
@@ -102,12 +148,18 @@ class EvaluationPool:
                 return built  # build error, timeout or crash: no device time spent
         device = self._slots.get()
         try:
-            start = time.perf_counter()
-            verdict = evaluate(problem, submission, replace(self.options, gpu=device), on_event)
+            with self._gate("exclusive"):
+                start = time.perf_counter()
+                verdict = evaluate(problem, submission, replace(self.options, gpu=device), on_event)
             self._note(submission, "evaluate", start, time.perf_counter(), device)
             return verdict
         finally:
             self._slots.put(device)
+
+    def _gate(self, mode: str) -> AbstractContextManager[None]:
+        if self._cpu_gate is None:
+            return nullcontext()
+        return self._cpu_gate.shared() if mode == "shared" else self._cpu_gate.exclusive()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

@@ -180,24 +180,31 @@ class Timer:
 
     def host_synced_median_us(
         self, fn: Callable[[Any], Any], prepare: Callable[[int], Any], calls: int = 5
-    ) -> tuple[float, float]:
-        """Medians of (time until the call returns, time until the whole device is idle).
+    ) -> tuple[float, float, float]:
+        """Medians of (time until the call returns, time until the whole device is idle, time the
+        current stream's events see), all three taken in the same calls.
 
         Work a candidate sends to another stream escapes the events on the
         current stream, but not a whole-device sync. The return time is the
         host's own share (Python and launch overhead), which events on a busy
-        stream do not see either.
+        stream do not see either. Measuring the events in the same calls keeps
+        run-to-run variation of a slow kernel out of the comparison.
         """
-        returned, synced = [], []
+        returned, synced, evented = [], [], []
         for i in range(calls):
             args = prepare(i)
             self.flush_l2()
             self.sync()
+            begin = _Event(enable_timing=True)
+            end = _Event(enable_timing=True)
             t0 = _perf_counter_ns()
+            _record(begin)
             fn(args)
+            _record(end)
             t1 = _perf_counter_ns()
             self.sync()
             t2 = _perf_counter_ns()
             returned.append((t1 - t0) / 1e3)
             synced.append((t2 - t0) / 1e3)
-        return statistics.median(returned), statistics.median(synced)
+            evented.append(_elapsed_time(begin, end) * 1e3)
+        return statistics.median(returned), statistics.median(synced), statistics.median(evented)

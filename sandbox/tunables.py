@@ -13,8 +13,8 @@ and gives its current value at exactly one definition site, one of:
     constexpr int BLOCK_M = 64;        (any declaration whose words include const or constexpr)
     BLOCK_M = 64                       (Python, at column 0; `BLOCK_M: int = 64` too)
 
-Values are single tokens kept as source text: integers, floats (C suffixes
-such as `1.0f` are part of the text), identifiers (`True`, `tl.float16`) and
+Values are single tokens kept as source text: integers (also hex), floats
+(C suffixes such as `1.0f` are part of the text), identifiers (`True`, `tl.float16`) and
 quoted words (`"ieee"`; letters, digits and `._+-` only). Equality is textual:
 `64` and `64u` are different values.
 
@@ -47,11 +47,13 @@ __all__ = [
     "parse_tunables",
     "plan_tuning",
     "render",
+    "skeleton",
 ]
 
-# One value: a number (with C literal suffixes), an identifier (dotted), or a quoted plain word.
+# One value: a number (hex, or decimal with C literal suffixes), an identifier (dotted), or a quoted plain word.
 _TOKEN = (
-    r"(?:[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFuUlL]*"
+    r"(?:0[xX][0-9a-fA-F]+[uUlL]*"
+    r"|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fFuUlL]*"
     r"|[A-Za-z_][\w.]*"
     r"|\"[\w.+-]*\"|'[\w.+-]*')"
 )
@@ -224,6 +226,19 @@ def render(source: str, assignment: Mapping[str, str]) -> str:
     got = current_assignment(parse_tunables(out))
     if any(got.get(name) != value for name, value in assignment.items()):
         raise TunableError(f"rendering {assignment_key(assignment)} gave {assignment_key(got)}")
+    return out
+
+
+def skeleton(source: str) -> str:
+    """`source` with each definition site's value replaced by `<NAME>`.
+
+    Equal for every assignment of one kernel's tunables, also when a current value was
+    added to its list (which `render` to another value drops again): a family key.
+    """
+    declared = _parse_directives(source)
+    out = source
+    for site in sorted(_find_sites(source, declared).values(), key=lambda s: s.start, reverse=True):
+        out = out[: site.start] + f"<{site.name}>" + out[site.end :]
     return out
 
 

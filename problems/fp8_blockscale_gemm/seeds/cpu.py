@@ -1,9 +1,12 @@
 # Naive CPU seed. The fp8 tensors are passed as raw bytes and decoded with a
 # 256-entry table of e4m3fn values; b is decoded once into a float32 (k, n)
-# buffer. Each row of c (rows split over OpenMP threads) is built block by
-# block: a float32 partial sum over 128 values of k, then scaled by
-# a_scale * b_scale and added to the row's float32 accumulator, rounded to
-# bfloat16 at the end. Strides are passed in, so any layout works.
+# buffer. c is built in TILE_M x TILE_N tiles (tunable; tiles split over
+# OpenMP threads), block by block along k: a float32 partial sum over 128
+# values of k, then scaled by a_scale * b_scale and added to the tile's
+# float32 accumulator, rounded to bfloat16 at the end. TILE_M rows share each
+# loaded row segment of b; TILE_N bounds the accumulators' footprint. Edge
+# tiles pad a with zeros and write only real elements. Strides are passed in,
+# so any layout works.
 import torch
 from task import input_t, output_t
 
@@ -34,6 +37,11 @@ static inline uint16_t float_to_bf16(float f) {
   return (uint16_t)(bits >> 16);
 }
 
+// @tunable TILE_M: 1, 2, 4, 8
+#define TILE_M 1
+// @tunable TILE_N: 64, 128, 256, 512, 1024
+#define TILE_N 1024
+
 extern "C" void fp8_gemm(const uint8_t* a, int64_t sa_m, int64_t sa_k,
                          const uint8_t* b, int64_t sb_n, int64_t sb_k,
                          const float* as, int64_t sas_m, int64_t sas_k,
@@ -49,25 +57,33 @@ extern "C" void fp8_gemm(const uint8_t* a, int64_t sa_m, int64_t sa_k,
     for (int64_t j = 0; j < n; ++j) bf[p * n + j] = table[b[j * sb_n + p * sb_k]];
 
   const int64_t blocks = (k + 127) / 128;
-  #pragma omp parallel
-  {
-    std::vector<float> acc((size_t)n), part((size_t)n);
-    #pragma omp for schedule(static)
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-      for (int64_t kb = 0; kb < blocks; ++kb) {
-        for (int64_t j = 0; j < n; ++j) part[j] = 0.0f;
-        const int64_t end = (kb + 1) * 128 < k ? (kb + 1) * 128 : k;
-        for (int64_t p = kb * 128; p < end; ++p) {
-          const float av = table[a[i * sa_m + p * sa_k]];
-          const float* brow = bf.data() + p * n;
-          for (int64_t j = 0; j < n; ++j) part[j] += av * brow[j];
+  const int64_t row_tiles = (m + TILE_M - 1) / TILE_M, col_tiles = (n + TILE_N - 1) / TILE_N;
+  #pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
+    const int64_t i0 = (t / col_tiles) * TILE_M, j0 = (t % col_tiles) * TILE_N;
+    const int64_t rows = m - i0 < TILE_M ? m - i0 : TILE_M;
+    const int64_t cols = n - j0 < TILE_N ? n - j0 : TILE_N;
+    float acc[TILE_M][TILE_N] = {}, part[TILE_M][TILE_N];
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      for (int r = 0; r < TILE_M; ++r)
+        for (int64_t j = 0; j < cols; ++j) part[r][j] = 0.0f;
+      const int64_t end = (kb + 1) * 128 < k ? (kb + 1) * 128 : k;
+      for (int64_t p = kb * 128; p < end; ++p) {
+        float av[TILE_M];
+        for (int r = 0; r < TILE_M; ++r) av[r] = r < rows ? table[a[(i0 + r) * sa_m + p * sa_k]] : 0.0f;
+        const float* brow = bf.data() + p * n + j0;
+        for (int64_t j = 0; j < cols; ++j) {
+          const float bv = brow[j];
+          for (int r = 0; r < TILE_M; ++r) part[r][j] += av[r] * bv;
         }
-        const float sa = as[i * sas_m + kb * sas_k];
-        for (int64_t j = 0; j < n; ++j) acc[j] += part[j] * sa * bs[(j / 128) * sbs_n + kb * sbs_k];
       }
-      for (int64_t j = 0; j < n; ++j) c[i * sc_m + j * sc_n] = float_to_bf16(acc[j]);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float sa = as[(i0 + r) * sas_m + kb * sas_k];
+        for (int64_t j = 0; j < cols; ++j) acc[r][j] += part[r][j] * sa * bs[((j0 + j) / 128) * sbs_n + kb * sbs_k];
+      }
     }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) c[(i0 + r) * sc_m + (j0 + j) * sc_n] = float_to_bf16(acc[r][j]);
   }
 }
 """

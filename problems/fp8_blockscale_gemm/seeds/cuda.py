@@ -3,7 +3,7 @@
 # k in blocks of 128: a float32 partial dot product of the decoded fp8 values
 # (cuda_fp8.h's __nv_fp8_e4m3), scaled by a_scale * b_scale and added to a
 # float32 accumulator, rounded to bfloat16 at the end. Strides are passed in.
-# No shared memory, no tensor cores.
+# No shared memory, no tensor cores. The block shape is tunable.
 from task import input_t, output_t
 
 from sandbox.native import load_cuda
@@ -12,6 +12,11 @@ SOURCE = r"""
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+
+// @tunable BLOCK_X: 32, 64, 128
+constexpr int BLOCK_X = 32;  // threads along n
+// @tunable BLOCK_Y: 1, 2, 4, 8
+constexpr int BLOCK_Y = 8;   // threads along m
 
 __global__ void fp8_gemm_kernel(const __nv_fp8_e4m3* a, int64_t sa_m, int64_t sa_k,
                                 const __nv_fp8_e4m3* b, int64_t sb_n, int64_t sb_k,
@@ -44,8 +49,8 @@ extern "C" void fp8_gemm(const __nv_fp8_e4m3* a, int64_t sa_m, int64_t sa_k,
                          __nv_bfloat16* c, int64_t sc_m, int64_t sc_n,
                          int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0) return;
-  dim3 block(32, 8);
-  dim3 grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8));
+  dim3 block(BLOCK_X, BLOCK_Y);
+  dim3 grid((unsigned)((n + BLOCK_X - 1) / BLOCK_X), (unsigned)((m + BLOCK_Y - 1) / BLOCK_Y));
   fp8_gemm_kernel<<<grid, block>>>(a, sa_m, sa_k, b, sb_n, sb_k, as, sas_m, sas_k,
                                    bs, sbs_n, sbs_k, c, sc_m, sc_n, (int)m, (int)n, (int)k);
 }

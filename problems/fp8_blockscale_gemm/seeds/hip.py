@@ -7,7 +7,8 @@
 # fp8 values, scaled by a_scale * b_scale and added to a float32 accumulator,
 # rounded to bfloat16 at the end. fp8 is e4m3fnuz on MI300 (exponent bias 8,
 # no infinities, 0x80 is NaN), decoded by hand so the device code needs no fp8
-# header. No LDS, no MFMA. HIP_KERNELS compiles alone for the static report.
+# header. No LDS, no MFMA. The block shape is tunable. HIP_KERNELS compiles
+# alone for the static report.
 import os
 import shutil
 
@@ -17,6 +18,11 @@ from torch.utils.cpp_extension import load_inline
 HIP_KERNELS = r"""
 #include <hip/hip_runtime.h>
 #include <cstdint>
+
+// @tunable BLOCK_X: 64, 128, 256
+constexpr int BLOCK_X = 64;  // threads along n: a multiple of the wave
+// @tunable BLOCK_Y: 1, 2, 4
+constexpr int BLOCK_Y = 4;   // threads along m
 
 __device__ inline float fp8_e4m3fnuz_to_float(uint8_t v) {
   if (v == 0x80) return __builtin_nanf("");
@@ -34,7 +40,7 @@ __device__ inline uint16_t float_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)
 fp8_gemm_kernel(const uint8_t* __restrict__ a, int64_t sa_m, int64_t sa_k,
                 const uint8_t* __restrict__ b, int64_t sb_n, int64_t sb_k,
                 const float* __restrict__ as, int64_t sas_m, int64_t sas_k,
@@ -62,8 +68,8 @@ void fp8_mm(torch::Tensor a, torch::Tensor b, torch::Tensor a_scale, torch::Tens
             torch::Tensor c) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(0);
   if (m == 0 || n == 0) return;
-  dim3 block(64, 4);
-  dim3 grid((unsigned)((n + 63) / 64), (unsigned)((m + 3) / 4));
+  dim3 block(BLOCK_X, BLOCK_Y);
+  dim3 grid((unsigned)((n + BLOCK_X - 1) / BLOCK_X), (unsigned)((m + BLOCK_Y - 1) / BLOCK_Y));
   hipLaunchKernelGGL(fp8_gemm_kernel, grid, block, 0, 0,
                      static_cast<const uint8_t*>(a.data_ptr()), a.stride(0), a.stride(1),
                      static_cast<const uint8_t*>(b.data_ptr()), b.stride(0), b.stride(1),

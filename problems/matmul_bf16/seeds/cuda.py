@@ -1,6 +1,7 @@
 # Naive CUDA seed: 32x32 output tiles; each step stages a 32x32 tile of a and
 # of b in shared memory (as float32), and each of the 256 threads accumulates
-# 4 outputs of one column in float32. No tensor cores.
+# 4 outputs of one column in float32. No tensor cores. TILE and ROWS
+# (threadIdx.y extent) are tunable.
 import torch
 from task import input_t, output_t
 
@@ -10,9 +11,12 @@ SOURCE = r"""
 #include <cstdint>
 #include <cuda_bf16.h>
 
+// @tunable TILE: 16, 32, 64
 constexpr int TILE = 32;
+// @tunable ROWS: 2, 4, 8, 16
 constexpr int ROWS = 8;                  // threadIdx.y extent
 constexpr int PER_THREAD = TILE / ROWS;  // outputs per thread
+static_assert(TILE % ROWS == 0, "each thread owns TILE / ROWS rows of the tile");
 
 __global__ void matmul_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b,
                               __nv_bfloat16* c, int m, int n, int k) {
@@ -20,7 +24,7 @@ __global__ void matmul_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b,
   __shared__ float bs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
-  float acc[PER_THREAD] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[PER_THREAD] = {};
 
   for (int k0 = 0; k0 < k; k0 += TILE) {
     for (int i = 0; i < PER_THREAD; ++i) {

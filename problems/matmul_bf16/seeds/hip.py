@@ -1,7 +1,7 @@
 # Naive HIP seed for MI300 (competition form): 32x32 output tiles; each step
 # stages a 32x32 tile of a and of b in LDS (as float32) and each of the 256
-# threads accumulates 4 outputs of one column in float32. No MFMA. bf16 travels
-# as raw 16-bit words. HIP_KERNELS compiles alone for the static report.
+# threads accumulates 4 outputs of one column in float32. No MFMA. TILE and
+# ROWS (threadIdx.y extent) are tunable. bf16 travels as raw 16-bit words. HIP_KERNELS compiles alone for the static report.
 import os
 import shutil
 
@@ -13,9 +13,12 @@ HIP_KERNELS = r"""
 #include <hip/hip_runtime.h>
 #include <cstdint>
 
+// @tunable TILE: 16, 32, 64
 constexpr int TILE = 32;
+// @tunable ROWS: 4, 8, 16
 constexpr int ROWS = 8;                  // threadIdx.y extent
 constexpr int PER_THREAD = TILE / ROWS;  // outputs per thread
+static_assert(TILE % ROWS == 0, "each thread owns TILE / ROWS rows of the tile");
 
 __device__ inline float bf16_to_float(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
 
@@ -33,7 +36,7 @@ matmul_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b,
   __shared__ float bs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
-  float acc[PER_THREAD] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[PER_THREAD] = {};
 
   for (int k0 = 0; k0 < k; k0 += TILE) {
     for (int i = 0; i < PER_THREAD; ++i) {

@@ -6,6 +6,17 @@ import triton
 import triton.language as tl
 from task import input_t, output_t
 
+# @tunable BM: 32, 64, 128
+BM = 64
+# @tunable BN: 32, 64, 128
+BN = 64
+# @tunable BK: 32, 64
+BK = 32
+# @tunable NUM_WARPS: 2, 4, 8
+NUM_WARPS = 4
+# @tunable NUM_STAGES: 2, 3, 4
+NUM_STAGES = 3
+
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k,
@@ -36,8 +47,9 @@ def custom_kernel(data: input_t) -> output_t:
     n = b.shape[1]
     c = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
     if m and n:
-        grid = (triton.cdiv(n, 64), triton.cdiv(m, 64))
+        grid = (triton.cdiv(n, BN), triton.cdiv(m, BM))
         matmul_kernel[grid](a, b, c, m, n, k,
                             a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                            c.stride(0), c.stride(1), BM=64, BN=64, BK=32)
+                            c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK,
+                            num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     return c

@@ -1,5 +1,7 @@
 # Naive CPU seed: one row per OpenMP iteration; bfloat16 is unpacked to float
 # by shifting its 16 bits up, and packed back with round-to-nearest-even.
+# The sum of squares runs in LANES independent partial sums (tunable): without
+# -ffast-math the compiler keeps a single float sum in order, a serial chain.
 from task import input_t, output_t
 
 from sandbox.native import load_cpp
@@ -8,6 +10,9 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+// @tunable LANES: 1, 2, 4, 8, 16, 32
+#define LANES 2
 
 static inline float bf16_to_float(uint16_t h) {
   uint32_t bits = (uint32_t)h << 16;
@@ -30,9 +35,17 @@ extern "C" void rmsnorm(const uint16_t* x, const uint16_t* w, uint16_t* out,
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* in = x + r * hidden;
     uint16_t* dst = out + r * hidden;
+    float part[LANES] = {};
+    int64_t h = 0;
+    for (; h + LANES <= hidden; h += LANES)
+      for (int l = 0; l < LANES; ++l) {
+        const float v = bf16_to_float(in[h + l]);
+        part[l] += v * v;
+      }
     float sum = 0.0f;
-    for (int64_t h = 0; h < hidden; ++h) {
-      float v = bf16_to_float(in[h]);
+    for (int l = 0; l < LANES; ++l) sum += part[l];
+    for (; h < hidden; ++h) {
+      const float v = bf16_to_float(in[h]);
       sum += v * v;
     }
     const float inv_rms = 1.0f / std::sqrt(sum / (float)hidden + (float)eps);

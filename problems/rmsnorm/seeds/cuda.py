@@ -8,6 +8,7 @@ SOURCE = r"""
 #include <cstdint>
 #include <cuda_bf16.h>
 
+// @tunable THREADS: 64, 128, 256, 512, 1024  // a power of two: the tree reduction halves it
 constexpr int THREADS = 256;
 
 __global__ void rmsnorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,

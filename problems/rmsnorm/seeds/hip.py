@@ -12,6 +12,7 @@ HIP_KERNELS = r"""
 #include <hip/hip_runtime.h>
 #include <cstdint>
 
+// @tunable THREADS: 64, 128, 256, 512, 1024  // a power of two: the tree reduction halves it
 constexpr int THREADS = 256;
 
 __device__ inline float bf16_to_float(uint16_t v) { return __uint_as_float((uint32_t)v << 16); }

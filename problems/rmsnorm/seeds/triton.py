@@ -4,6 +4,11 @@ import triton
 import triton.language as tl
 from task import input_t, output_t
 
+# @tunable BLOCK: 256, 512, 1024, 2048, 4096
+BLOCK = 1024
+# @tunable NUM_WARPS: 2, 4, 8, 16
+NUM_WARPS = 4
+
 
 @triton.jit
 def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, hidden, eps, BLOCK: tl.constexpr):
@@ -30,5 +35,6 @@ def custom_kernel(data: input_t) -> output_t:
     x, weight, out = data
     rows, hidden = x.shape
     if rows and hidden:
-        rmsnorm_kernel[(rows,)](x.contiguous(), weight.contiguous(), out, hidden, 1e-6, BLOCK=1024)
+        rmsnorm_kernel[(rows,)](x.contiguous(), weight.contiguous(), out, hidden, 1e-6,
+                                BLOCK=BLOCK, num_warps=NUM_WARPS)
     return out

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cstdint>
 #include <cmath>
 
+// @tunable THREADS: 64, 128, 256, 512, 1024  // a power of two: the tree reduction halves it
 constexpr int THREADS = 256;
 
 __global__ void softmax_kernel(const float* x, float* y, int64_t cols) {

@@ -13,6 +13,7 @@ HIP_KERNELS = r"""
 #include <cstdint>
 #include <cmath>
 
+// @tunable THREADS: 64, 128, 256, 512, 1024  // a power of two: the tree reduction halves it
 constexpr int THREADS = 256;
 
 __global__ void __launch_bounds__(THREADS)

@@ -5,6 +5,11 @@ import triton
 import triton.language as tl
 from task import input_t, output_t
 
+# @tunable BLOCK: 256, 512, 1024, 2048, 4096
+BLOCK = 1024
+# @tunable NUM_WARPS: 2, 4, 8, 16
+NUM_WARPS = 4
+
 
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, cols, row_stride, BLOCK: tl.constexpr):
@@ -39,5 +44,5 @@ def custom_kernel(data: input_t) -> output_t:
     rows, cols = x.shape
     y = torch.empty_like(x)
     if rows and cols:
-        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=1024)
+        softmax_kernel[(rows,)](x, y, cols, x.stride(0), BLOCK=BLOCK, num_warps=NUM_WARPS)
     return y

@@ -12,7 +12,11 @@ HIP_KERNELS = r"""
 #include <hip/hip_runtime.h>
 #include <cstdint>
 
-__global__ void add_kernel(const float* __restrict__ a, const float* __restrict__ b,
+// @tunable THREADS: 64, 128, 256, 512, 1024
+constexpr int THREADS = 256;
+
+__global__ void __launch_bounds__(THREADS)
+add_kernel(const float* __restrict__ a, const float* __restrict__ b,
                            float* __restrict__ out, int64_t n) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
@@ -22,10 +26,9 @@ __global__ void add_kernel(const float* __restrict__ a, const float* __restrict_
 HIP_LAUNCHER = r"""
 void vector_add(torch::Tensor a, torch::Tensor b, torch::Tensor out) {
   const int64_t n = a.numel();
-  const int threads = 256;
-  const int64_t blocks = (n + threads - 1) / threads;
+  const int64_t blocks = (n + THREADS - 1) / THREADS;
   if (blocks == 0) return;
-  hipLaunchKernelGGL(add_kernel, dim3((unsigned)blocks), dim3(threads), 0, 0,
+  hipLaunchKernelGGL(add_kernel, dim3((unsigned)blocks), dim3(THREADS), 0, 0,
                      static_cast<const float*>(a.data_ptr()), static_cast<const float*>(b.data_ptr()),
                      static_cast<float*>(out.data_ptr()), n);
 }

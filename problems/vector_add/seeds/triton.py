@@ -1,7 +1,12 @@
-# Naive Triton seed: one program per block of 1024 elements.
+# Naive Triton seed: one program per block of BLOCK elements (tunable).
 import triton
 import triton.language as tl
 from task import input_t, output_t
+
+# @tunable BLOCK: 256, 512, 1024, 2048, 4096
+BLOCK = 1024
+# @tunable NUM_WARPS: 2, 4, 8
+NUM_WARPS = 4
 
 
 @triton.jit
@@ -16,5 +21,5 @@ def add_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def custom_kernel(data: input_t) -> output_t:
     a, b, out = data
     n = a.numel()
-    add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
+    add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
     return out

@@ -1,0 +1,203 @@
+"""`kernel-scientist chat [RUN]`: talk to a run in the terminal, with streamed replies."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.text import Text
+
+from agents.chat import ChatTurn, ToolUse, tool_call_text
+from agents.llm import LLMConfig, make_chat_model
+from graph import control
+from graph.approval import pending_plans
+from graph.archive import Archive
+from graph.chat import ChatSession
+from graph.config import ConfigError, load_llm_settings
+from graph.runs import RunError, RunHandle, default_runs_dir, open_run
+
+log = logging.getLogger(__name__)
+console = Console()
+
+
+class ProcessLauncher:
+    """Starts a run's process (`kernel-scientist run --resume`), detached from the chat."""
+
+    def __init__(self) -> None:
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def __call__(self, handle: RunHandle, archive: Archive) -> str:
+        proc = control.launch_run_process(handle)
+        self.processes.append(proc)
+        archive.set_meta("pid", proc.pid)
+        archive.set_meta("status", "starting")
+        return f"started the run in process {proc.pid} (log: {handle.run_dir / 'run.log'})"
+
+
+def latest_run(runs_dir: Path | None) -> str:
+    root = runs_dir or default_runs_dir()
+    runs = [p.parent for p in root.glob("*/archive.sqlite") if (p.parent / "run.json").is_file()]
+    if not runs:
+        raise RunError(f"no runs in {root}; start one with `kernel-scientist run PROBLEM`")
+    return str(max(runs, key=lambda d: (d / "archive.sqlite").stat().st_mtime))
+
+
+def lazy_knowledge(path: str | None) -> Callable[[], Any]:
+    opened: dict[str, Any] = {}
+
+    def get() -> Any:
+        if "kb" not in opened:
+            try:
+                from knowledge import KnowledgeBase
+
+                with console.status("opening the knowledge base"):
+                    opened["kb"] = KnowledgeBase(path)
+            except Exception as exc:  # the chat goes on without literature
+                log.warning("knowledge base unavailable: %s", exc)
+                opened["kb"] = None
+        return opened["kb"]
+
+    return get
+
+
+class TurnView:
+    """A chat turn as it streams: tool calls as dim lines, the reply as Markdown."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[str, str]] = []  # (kind, text): tool, notice, text
+
+    def text(self, piece: str) -> None:
+        if not self.blocks or self.blocks[-1][0] != "text":
+            self.blocks.append(("text", ""))
+        self.blocks[-1] = ("text", self.blocks[-1][1] + piece)
+
+    def tool(self, use: ToolUse) -> None:
+        failed = use.output.startswith("error:")
+        self.blocks.append(("tool", f"↳ {tool_call_text(use)}" + (f"  ({use.output[:200]})" if failed else "")))
+
+    def notice(self, message: str) -> None:
+        self.blocks.append(("notice", message))
+
+    def render(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        for kind, text in self.blocks:
+            if kind == "text":
+                parts.append(Markdown(text))
+            elif kind == "tool":
+                parts.append(Text(text, style="dim"))
+            else:
+                parts.append(Text(f"⚠ {text}", style="yellow"))
+        return Group(*parts)
+
+
+def ask_and_render(session: ChatSession, question: str, out: Console) -> ChatTurn:
+    view = TurnView()
+    with Live(view.render(), console=out, refresh_per_second=12, transient=False) as live:
+
+        def update(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+            def call(value: Any) -> None:
+                fn(value)
+                live.update(view.render())
+
+            return call
+
+        turn = session.ask(
+            question, on_text=update(view.text), on_tool=update(view.tool), on_notice=update(view.notice)
+        )
+        if turn.ungrounded:
+            view.notice(f"these numbers are not in the run's data; do not rely on them: {', '.join(turn.ungrounded)}")
+        if turn.error:
+            view.notice(turn.error)
+        live.update(view.render())
+    return turn
+
+
+def show_pending(session: ChatSession, shown: set[int], out: Console) -> None:
+    pending = pending_plans(session.archive)
+    if pending is None or pending["generation"] in shown:
+        return
+    shown.add(pending["generation"])
+    body = session.tools.pending_plans()
+    hint = "Answer in words (accept, reject, keep some, reword), or /accept, /reject, /keep ID..."
+    out.print(Panel(Markdown(body + "\n\n" + hint), title=f"generation {pending['generation']} awaits your approval"))
+
+
+def repl(session: ChatSession, out: Console) -> None:
+    out.print(
+        Panel(
+            Markdown(session.tools.run_status()),
+            title=f"chat · {session.handle.run_id}",
+            subtitle="/help for commands, /quit to leave",
+        )
+    )
+    if session.agent is None:
+        out.print(
+            "[yellow]no chat model configured[/yellow] (--model/--base-url, $KS_LLM_MODEL, or the run's LLM); /commands work"
+        )
+    shown: set[int] = set()
+    while True:
+        show_pending(session, shown, out)
+        try:
+            line = out.input("[bold cyan]you>[/bold cyan] ")
+        except (EOFError, KeyboardInterrupt):
+            out.print()
+            return
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit", "/q"):
+            return
+        if line.startswith("/"):
+            out.print(Markdown(session.slash(line)))
+            continue
+        ask_and_render(session, line, out)
+
+
+def chat_command(
+    run: str | None = typer.Argument(None, help="Run id or directory (default: the latest run)."),
+    message: list[str] = typer.Option([], "--message", "-m", help="Ask this (or run this /command) and exit."),
+    model: str | None = typer.Option(None, help="Chat model (default: the run's chat or default model)."),
+    base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint for the chat model."),
+    llm_config: Path | None = typer.Option(None, "--llm-config", help="YAML with a `chat` or `default` entry."),
+    knowledge: str | None = typer.Option(None, "--kb", help="Knowledge base directory (default: the run's)."),
+    no_kb: bool = typer.Option(False, "--no-kb", help="No knowledge base search."),
+    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+) -> None:
+    """Talk to a run: ask about its kernels and findings, give directives, control it, approve plans."""
+    try:
+        handle = open_run(run or latest_run(runs_dir), runs_dir)
+        if model or base_url or llm_config:
+            config: LLMConfig | None = load_llm_settings(llm_config, model, base_url).for_role("chat")
+        else:
+            config = handle.config.llm.for_role("chat")
+        chat_model = make_chat_model(config) if config is not None else None
+    except (RunError, ConfigError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    except Exception as exc:  # e.g. no API key for the model
+        console.print(f"[red]error:[/red] cannot reach the chat model: {exc}")
+        raise typer.Exit(2) from exc
+    kb = None if no_kb else lazy_knowledge(knowledge or handle.config.knowledge)
+    archive = Archive(handle.archive_path)
+    session = ChatSession(handle, archive, chat_model, config, knowledge=kb, launcher=ProcessLauncher())
+    try:
+        if message:
+            failed = False
+            for text in message:
+                if text.startswith("/"):
+                    console.print(Markdown(session.slash(text)))
+                else:
+                    turn = ask_and_render(session, text, console)
+                    failed = failed or turn.error is not None
+            raise typer.Exit(1 if failed else 0)
+        repl(session, console)
+    finally:
+        archive.close()

@@ -1,0 +1,103 @@
+"""`kernel-scientist report RUN` (HTML and PNG figures) and `kernel-scientist status RUN` (the terminal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from graph import control
+from graph.approval import pending_plans
+from graph.archive import Archive
+from graph.run_data import baselines, num, plan_title, ratio
+from graph.runs import RunError, open_run
+
+console = Console()
+
+
+def report_command(
+    run: str = typer.Argument(..., help="Run id or directory."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: <run>/report)."),
+    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+) -> None:
+    """Write a self-contained HTML report of a run and its figures as PNG files."""
+    from graph.report import write_report  # matplotlib loads only for this command
+
+    try:
+        handle = open_run(run, runs_dir)
+    except RunError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    archive = Archive(handle.archive_path)
+    try:
+        with console.status("drawing the figures"):
+            files = write_report(archive, handle.run_id, handle.config.target, out or handle.run_dir / "report")
+    finally:
+        archive.close()
+    console.print(f"report written to {files.html}")
+    console.print(f"figures: {', '.join(str(p) for p in files.figures.values())}")
+
+
+def status_command(
+    run: str = typer.Argument(..., help="Run id or directory."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1, help="Kernels in the leaderboard."),
+    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+) -> None:
+    """A run's state and a compact leaderboard, at any time (also while it runs)."""
+    try:
+        handle = open_run(run, runs_dir)
+    except RunError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    archive = Archive(handle.archive_path)
+    try:
+        state = control.run_status(archive)
+        best, seed = archive.best(), archive.seed()
+        base = baselines(archive)
+        spend = archive.spend()
+        head = f"[bold]{handle.run_id}[/bold]  {state.status}"
+        if state.alive:
+            head += f" (process {state.pid})"
+        if state.control != "run":
+            head += f"  [yellow]{state.control} requested[/yellow]"
+        head += f"  ·  generation {state.generations_done} of {state.generation_budget}"
+        if state.approval:
+            head += "  ·  approval mode"
+        console.print(head)
+        if best is not None:
+            line = f"best {best.id}: {num(best.geomean_us)} µs"
+            if seed is not None and seed.geomean_us and best.geomean_us:
+                line += f", {ratio(seed.geomean_us / best.geomean_us)} the seed"
+            if best.speedup:
+                line += f", {ratio(best.speedup)} PyTorch"
+            if base.sol_geomean_us and best.geomean_us:
+                line += f", {100 * base.sol_geomean_us / best.geomean_us:.1f}% of the speed of light"
+            console.print(line)
+        console.print(f"{spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}")
+        if state.stop_reason:
+            console.print(f"stopped: {state.stop_reason}")
+        pending = pending_plans(archive)
+        if pending:
+            titles = "; ".join(f"{p['id']} {p['plan'].get('title', '')}" for p in pending["plans"])
+            console.print(f"[yellow]generation {pending['generation']} awaits approval:[/yellow] {titles}")
+        console.print(compact_leaderboard(archive, limit))
+    finally:
+        archive.close()
+
+
+def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
+    """The leaderboard in few columns: the numbers never shrink, the plan takes what is left."""
+    seed = archive.seed()
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=True)
+    for name in ("#", "kernel", "gen", "µs", "vs seed", "vs PyTorch"):
+        table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
+    table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
+    for rank, k in enumerate(archive.leaderboard(limit), 1):
+        vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
+        table.add_row(
+            str(rank), k.id, str(k.generation), num(k.geomean_us), ratio(vs_seed), ratio(k.speedup), plan_title(k)
+        )
+    return table

@@ -1,0 +1,157 @@
+"""Reads of a run's archive that the chat's tools and the report share: per-shape results against
+the PyTorch reference and the speed of light, lineage, diffs, why an experiment failed."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import statistics
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from graph.archive import Archive, ExperimentRecord, KernelRecord
+
+
+class ShapeResult(BaseModel):
+    shape: str
+    median_us: float | None = None
+    reference_us: float | None = None  # the problem's reference implementation (PyTorch)
+    sol_us: float | None = None  # the speed of light: max(FLOPs / peak, bytes / bandwidth)
+
+
+class Baselines(BaseModel):
+    """Per-shape times every kernel is measured against, and their geometric means."""
+
+    shapes: list[str]
+    reference_us: dict[str, float]
+    sol_us: dict[str, float]
+
+    @property
+    def reference_geomean_us(self) -> float | None:
+        return geomean(self.reference_us.get(s) for s in self.shapes)
+
+    @property
+    def sol_geomean_us(self) -> float | None:
+        return geomean(self.sol_us.get(s) for s in self.shapes)
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    items = list(values)
+    if not items or any(v is None or v <= 0 for v in items):
+        return None
+    return math.exp(sum(math.log(v) for v in items if v is not None) / len(items))
+
+
+def num(value: float | None) -> str:
+    """A time or other measurement as the chat and report show it (never in e-notation)."""
+    if value is None:
+        return "-"
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def shape_results(archive: Archive, kernel: KernelRecord) -> list[ShapeResult]:
+    """The kernel's per-shape medians with the reference and speed-of-light times of its verdict."""
+    verdict_json = archive.kernel_verdict(kernel.id)
+    rows: list[ShapeResult] = []
+    if verdict_json:
+        for bench in json.loads(verdict_json).get("benchmarks") or []:
+            rows.append(
+                ShapeResult(
+                    shape=bench["shape"],
+                    median_us=bench.get("median_us") if kernel.ok else None,
+                    reference_us=bench.get("reference_median_us"),
+                    sol_us=bench.get("sol_us"),
+                )
+            )
+    if not rows:
+        rows = [ShapeResult(shape=s, median_us=t) for s, t in kernel.benchmarks.items()]
+    return rows
+
+
+def baselines(archive: Archive) -> Baselines:
+    """Reference and speed-of-light times per shape. The reference is timed again with every
+    kernel; its median over the run's timed kernels smooths the noise of single measurements."""
+    shapes: list[str] = []
+    reference: dict[str, list[float]] = {}
+    sol: dict[str, float] = {}
+    seen: set[str] = set()
+    for kernel in archive.leaderboard():
+        if kernel.sha256 in seen:
+            continue
+        seen.add(kernel.sha256)
+        for row in shape_results(archive, kernel):
+            if row.shape not in shapes:
+                shapes.append(row.shape)
+            if row.reference_us is not None:
+                reference.setdefault(row.shape, []).append(row.reference_us)
+            if row.sol_us is not None:
+                sol.setdefault(row.shape, row.sol_us)
+    return Baselines(shapes=shapes, reference_us={s: statistics.median(v) for s, v in reference.items()}, sol_us=sol)
+
+
+def ancestry(archive: Archive, kernel_id: str) -> list[KernelRecord]:
+    """The kernel and its first parents back to the seed (the kernel first)."""
+    chain: list[KernelRecord] = []
+    seen: set[str] = set()
+    current = archive.kernel(kernel_id)
+    while current is not None and current.id not in seen:
+        chain.append(current)
+        seen.add(current.id)
+        current = archive.kernel(current.parents[0]) if current.parents else None
+    return chain
+
+
+def children(kernels: list[KernelRecord]) -> dict[str, list[KernelRecord]]:
+    result: dict[str, list[KernelRecord]] = {}
+    for kernel in kernels:
+        if kernel.parents:
+            result.setdefault(kernel.parents[0], []).append(kernel)
+    return result
+
+
+def plan_title(kernel: KernelRecord) -> str:
+    if kernel.origin == "seed":
+        return "seed"
+    return str((kernel.plan or {}).get("title") or kernel.summary)
+
+
+def source_diff(old: KernelRecord, new: KernelRecord, context: int = 3) -> str:
+    """A unified diff from one kernel's source to another's."""
+    lines = difflib.unified_diff(
+        old.source.splitlines(keepends=True),
+        new.source.splitlines(keepends=True),
+        fromfile=f"{old.id} ({plan_title(old)})",
+        tofile=f"{new.id} ({plan_title(new)})",
+        n=context,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def failure_reason(archive: Archive, experiment: ExperimentRecord) -> str | None:
+    """Why an experiment produced no correct kernel, from its attempts, its step and its finding;
+    None when it did."""
+    attempts = archive.experiment_kernels(experiment.id)
+    if any(k.ok for k in attempts):
+        return None
+    if attempts:
+        last = attempts[-1]
+        return f"{last.status} (attempt {last.attempt}, kernel {last.id}): {last.message.strip()[:1500]}"
+    if experiment.status == "error":
+        return experiment.step
+    finding = experiment.finding or {}
+    if finding.get("status"):
+        return f"{finding['status']}: {finding.get('explanation', '')}".strip()
+    return f"{experiment.status}: {experiment.step}" if experiment.status != "done" else None
