@@ -33,8 +33,13 @@ class SandboxSettings(BaseModel):
     build_limit_s: float = 600.0
     check_limit_s: float = 300.0
     time_limit_s: float = 600.0
-    devices: list[int] | None = None  # GPU indices; None: the first visible
+    devices: list[int] | None = None  # physical GPU indices; None: every visible GPU, one worker each
+    cpu_slots: int = Field(default=1, ge=1, description="Concurrent timings on the CPU target.")
     build_workers: int | None = None
+    cluster: str | None = Field(default=None, description="Ray: ray://HOST:PORT, auto, or local; None: local pool.")
+    cluster_resources: dict[str, float] = Field(
+        default_factory=dict, description="Ray resources each evaluation needs, e.g. {'gfx942': 1}."
+    )
 
 
 class LLMSettings(BaseModel):

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from graph.archive import Archive, KernelRecord, sha256_text
+from graph.config import SandboxSettings
+from sandbox.devices import evaluation_slots
 from sandbox.evaluator import EvalOptions, PhaseLimits
 from sandbox.pool import EvaluationPool
 from sandbox.verdict import Status, Verdict
@@ -48,20 +50,12 @@ def verdict_message(verdict: Verdict, limit: int = 2000) -> str:
 
 
 class RunEvaluator:
-    def __init__(
-        self,
-        archive: Archive,
-        run_dir: Path,
-        problem_path: Path,
-        options: EvalOptions,
-        devices: list[int] | None = None,
-        build_workers: int | None = None,
-    ) -> None:
+    def __init__(self, archive: Archive, run_dir: Path, problem_path: Path, pool: Any) -> None:
         self.archive = archive
         self.kernels_dir = run_dir / "kernels"
         self.kernels_dir.mkdir(parents=True, exist_ok=True)
         self.problem_path = problem_path
-        self.pool = EvaluationPool(options, devices=devices, build_workers=build_workers)
+        self.pool = pool  # EvaluationPool, or RayEvaluationPool: submit() -> Future[Verdict]
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.sandbox_seconds = 0.0  # time spent waiting on the sandbox, for the overhead benchmark
@@ -69,25 +63,26 @@ class RunEvaluator:
 
     @classmethod
     def for_run(
-        cls,
-        archive: Archive,
-        run_dir: Path,
-        problem_path: Path,
-        target: str,
-        *,
-        timing_budget_s: float,
-        build_limit_s: float,
-        check_limit_s: float,
-        time_limit_s: float,
-        devices: list[int] | None = None,
-        build_workers: int | None = None,
+        cls, archive: Archive, run_dir: Path, problem_path: Path, target: str, settings: SandboxSettings
     ) -> RunEvaluator:
+        """The local pool (one worker per visible GPU, builds in parallel), or Ray tasks when the
+        settings name a cluster."""
         options = EvalOptions(
             target=target,
-            limits=PhaseLimits(build=build_limit_s, check=check_limit_s, time=time_limit_s),
-            timing={"budget_s": timing_budget_s},
+            limits=PhaseLimits(build=settings.build_limit_s, check=settings.check_limit_s, time=settings.time_limit_s),
+            timing={"budget_s": settings.timing_budget_s},
         )
-        return cls(archive, run_dir, problem_path, options, devices=devices, build_workers=build_workers)
+        if settings.cluster:
+            from sandbox.ray_pool import RayEvaluationPool
+
+            pool: Any = RayEvaluationPool(
+                options, address=settings.cluster, resources=settings.cluster_resources or None
+            )
+        else:
+            devices = evaluation_slots(target, settings.devices, settings.cpu_slots)
+            log.info("local pool on %s: slots %s", target, devices)
+            pool = EvaluationPool(options, devices=devices, build_workers=settings.build_workers)
+        return cls(archive, run_dir, problem_path, pool)
 
     def prewarm(self) -> None:
         self.pool.prewarm(self.problem_path)

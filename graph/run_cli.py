@@ -43,6 +43,13 @@ def run_command(
     max_cost: float | None = typer.Option(None, help="Stop once the LLM calls have cost this many USD."),
     patience: int = typer.Option(3, min=1, help="Stop after this many generations without a new best."),
     budget: float = typer.Option(1.0, help="Seconds of timed repetitions per benchmark shape."),
+    gpus: str | None = typer.Option(None, help="GPU indices to evaluate on, e.g. 0,1 (default: every visible GPU)."),
+    cluster: str | None = typer.Option(
+        None, "--cluster", help="Evaluate on Ray: ray://HOST:PORT, auto (the local `ray start`), or local."
+    ),
+    ray_resource: list[str] = typer.Option(
+        [], "--ray-resource", help="A Ray resource each evaluation needs, e.g. gfx942 or sm_90 (repeatable)."
+    ),
     directive: list[str] = typer.Option([], "--directive", "-d", help="A goal for the Selector and Researcher."),
     knowledge: str | None = typer.Option(None, "--kb", help="Knowledge base directory (default $KS_KB_DIR)."),
     no_kb: bool = typer.Option(False, "--no-kb", help="Do not consult the knowledge base."),
@@ -82,7 +89,12 @@ def run_command(
                     max_cost_usd=max_cost,
                     patience=patience,
                 ),
-                sandbox=SandboxSettings(timing_budget_s=budget),
+                sandbox=SandboxSettings(
+                    timing_budget_s=budget,
+                    devices=[int(g) for g in gpus.split(",") if g.strip()] if gpus else None,
+                    cluster=cluster,
+                    cluster_resources={name: 1.0 for name in ray_resource},
+                ),
                 llm=llm,
                 knowledge=knowledge,
                 use_knowledge=False if no_kb else None,

@@ -126,18 +126,7 @@ def build_context(
     endpoints, for scripted runs and replays; `knowledge` an opened KnowledgeBase."""
     config = handle.config
     problem_path = Path(archive.get_meta("problem_path"))
-    evaluator = RunEvaluator.for_run(
-        archive,
-        handle.run_dir,
-        problem_path,
-        config.target,
-        timing_budget_s=config.sandbox.timing_budget_s,
-        build_limit_s=config.sandbox.build_limit_s,
-        check_limit_s=config.sandbox.check_limit_s,
-        time_limit_s=config.sandbox.time_limit_s,
-        devices=config.sandbox.devices,
-        build_workers=config.sandbox.build_workers,
-    )
+    evaluator = RunEvaluator.for_run(archive, handle.run_dir, problem_path, config.target, config.sandbox)
     ctx_holder: dict[str, RunContext] = {}
 
     def on_call(call: LLMCall) -> None:

@@ -15,7 +15,7 @@ if [ "$TORCH_SPEC" != "skip" ] && ! "$VPY" -c "import torch" 2>/dev/null; then
   echo "installing $TORCH_SPEC"
   "$VPY" -m pip install -q "$TORCH_SPEC" 2>&1 | grep -v "^WARNING: Location" || true
 fi
-"$VPY" -m pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+"$VPY" -m pip install -q -e ".[test,ray]" 2>&1 | grep -v "^WARNING: Location" || true
 # A C++ compiler builds the CPU kernels.
 if ! command -v g++ >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
