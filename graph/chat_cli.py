@@ -68,6 +68,17 @@ def lazy_knowledge(path: str | None) -> Callable[[], Any]:
     return get
 
 
+def as_markdown(text: str) -> Markdown:
+    """A tool's text for the terminal: its lines kept apart (Markdown joins them otherwise)."""
+    lines, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        keep = fenced or line.startswith("```") or line.lstrip().startswith("|") or not line.strip()
+        lines.append(line if keep else line + "  ")
+    return Markdown("\n".join(lines))
+
+
 class TurnView:
     """A chat turn as it streams: tool calls as dim lines, the reply as Markdown."""
 
@@ -127,13 +138,15 @@ def show_pending(session: ChatSession, shown: set[int], out: Console) -> None:
     shown.add(pending["generation"])
     body = session.tools.pending_plans()
     hint = "Answer in words (accept, reject, keep some, reword), or /accept, /reject, /keep ID..."
-    out.print(Panel(Markdown(body + "\n\n" + hint), title=f"generation {pending['generation']} awaits your approval"))
+    out.print(
+        Panel(as_markdown(body + "\n\n" + hint), title=f"generation {pending['generation']} awaits your approval")
+    )
 
 
 def repl(session: ChatSession, out: Console) -> None:
     out.print(
         Panel(
-            Markdown(session.tools.run_status()),
+            as_markdown(session.tools.run_status()),
             title=f"chat · {session.handle.run_id}",
             subtitle="/help for commands, /quit to leave",
         )
@@ -156,7 +169,7 @@ def repl(session: ChatSession, out: Console) -> None:
         if line in ("/quit", "/exit", "/q"):
             return
         if line.startswith("/"):
-            out.print(Markdown(session.slash(line)))
+            out.print(as_markdown(session.slash(line)))
             continue
         ask_and_render(session, line, out)
 
@@ -178,13 +191,16 @@ def chat_command(
             config: LLMConfig | None = load_llm_settings(llm_config, model, base_url).for_role("chat")
         else:
             config = handle.config.llm.for_role("chat")
-        chat_model = make_chat_model(config) if config is not None else None
     except (RunError, ConfigError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
-    except Exception as exc:  # e.g. no API key for the model
-        console.print(f"[red]error:[/red] cannot reach the chat model: {exc}")
-        raise typer.Exit(2) from exc
+    chat_model = None
+    if config is not None:
+        try:
+            chat_model = make_chat_model(config)
+        except Exception as exc:  # e.g. no API key: the /commands still work
+            console.print(f"[yellow]no chat model:[/yellow] {exc}")
+            config = None
     kb = None if no_kb else lazy_knowledge(knowledge or handle.config.knowledge)
     archive = Archive(handle.archive_path)
     session = ChatSession(handle, archive, chat_model, config, knowledge=kb, launcher=ProcessLauncher())
@@ -193,7 +209,7 @@ def chat_command(
             failed = False
             for text in message:
                 if text.startswith("/"):
-                    console.print(Markdown(session.slash(text)))
+                    console.print(as_markdown(session.slash(text)))
                 else:
                     turn = ask_and_render(session, text, console)
                     failed = failed or turn.error is not None

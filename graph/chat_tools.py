@@ -7,6 +7,7 @@ computed by the model). The same functions serve the chat's slash commands, with
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -121,107 +122,30 @@ class RunTools:
         self.launcher = launcher
 
     def tools(self) -> list[ChatTool]:
-        t = ChatTool
-        tools = [
-            t(
-                "run_status",
-                "The run's state: status, budgets, best kernel, spend, directives, waiting plans.",
-                NoArgs,
-                self.run_status,
-            ),
-            t(
-                "leaderboard",
-                "Correct kernels, fastest geometric mean first, against the seed and PyTorch.",
-                LeaderboardArgs,
-                self.leaderboard,
-            ),
-            t(
-                "kernel",
-                "One kernel: status, plan, per-shape times against PyTorch and the speed of light, static report, source.",
-                KernelArgs,
-                self.kernel,
-            ),
-            t(
-                "diff",
-                "A unified diff of a kernel's source against its parent, the seed, or another kernel.",
-                DiffArgs,
-                self.diff,
-            ),
-            t(
-                "lineage",
-                "A kernel's ancestors back to the seed with each step's plan, and its children.",
-                LineageArgs,
-                self.lineage,
-            ),
-            t(
-                "compare",
-                "Per-shape times of several kernels and their speed-ups over the first.",
-                CompareArgs,
-                self.compare,
-            ),
-            t(
-                "generations",
-                "Each generation: base, reference, best kernel so far, what its experiments gave.",
-                NoArgs,
-                self.generations,
-            ),
-            t(
-                "experiments",
-                "Experiments with their plan, status and result or failure reason.",
-                ExperimentsArgs,
-                self.experiments,
-            ),
-            t(
-                "experiment",
-                "One experiment: plan, every attempt with the sandbox's diagnostics, the finding.",
-                ExperimentArgs,
-                self.experiment,
-            ),
-            t(
-                "findings",
-                "The Critic's findings: hypothesis, expected against measured speed-up, lesson.",
-                FindingsArgs,
-                self.findings,
-            ),
-            t("spend", "LLM calls, tokens and cost per role.", NoArgs, self.spend),
-            t(
-                "add_directive",
-                "Store a goal or constraint for the Selector and Researcher (from the next generation).",
-                DirectiveArgs,
-                self.add_directive,
-            ),
-            t("directives", "The active directives with their numbers.", NoArgs, self.directives),
-            t("retire_directive", "Retire a directive by its number.", RetireArgs, self.retire_directive),
-            t("control_run", "Start, pause, resume or stop the run.", ControlArgs, self.control_run),
-            t(
-                "set_approval_mode",
-                "Approval mode on: the run waits before each generation's experiments for a review.",
-                ApprovalArgs,
-                self.set_approval_mode,
-            ),
-            t(
-                "pending_plans",
-                "The plans waiting for approval, with their experiment ids.",
-                NoArgs,
-                self.pending_plans,
-            ),
-            t(
-                "review_plans",
-                "Accept, reject or edit the waiting plans (keep some ids, reword, add plans).",
-                PlanReview,
-                self.review_plans,
-            ),
+        """Each tool is a method below: its name, its docstring's first line, its argument model."""
+        specs: list[tuple[Callable[..., str], type[BaseModel]]] = [
+            (self.run_status, NoArgs),
+            (self.leaderboard, LeaderboardArgs),
+            (self.kernel, KernelArgs),
+            (self.diff, DiffArgs),
+            (self.lineage, LineageArgs),
+            (self.compare, CompareArgs),
+            (self.generations, NoArgs),
+            (self.experiments, ExperimentsArgs),
+            (self.experiment, ExperimentArgs),
+            (self.findings, FindingsArgs),
+            (self.spend, NoArgs),
+            (self.add_directive, DirectiveArgs),
+            (self.directives, NoArgs),
+            (self.retire_directive, RetireArgs),
+            (self.control_run, ControlArgs),
+            (self.set_approval_mode, ApprovalArgs),
+            (self.pending_plans, NoArgs),
+            (self.review_plans, PlanReview),
         ]
         if self.knowledge is not None:
-            tools.append(
-                t(
-                    "search_knowledge",
-                    "Search the GPU literature knowledge base; cite hits by label and source.",
-                    SearchArgs,
-                    self.search_knowledge,
-                )
-            )
-        return tools
+            specs.append((self.search_knowledge, SearchArgs))
+        return [ChatTool(fn.__name__, (inspect.getdoc(fn) or "").split("\n")[0], args, fn) for fn, args in specs]
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -233,6 +157,7 @@ class RunTools:
         return kernel
 
     def run_status(self, _: NoArgs | None = None) -> str:
+        """The run's state: status, budgets, best kernel, spend, directives, waiting plans."""
         a = self.archive
         status = control.run_status(a)
         best, seed = a.best(), a.seed()
@@ -266,6 +191,7 @@ class RunTools:
         return "\n".join(lines)
 
     def leaderboard(self, args: LeaderboardArgs | None = None) -> str:
+        """Correct kernels, fastest geometric mean first, against the seed and PyTorch."""
         limit = args.limit if args else 10
         seed = self.archive.seed()
         rows = [
@@ -284,6 +210,7 @@ class RunTools:
         return "\n".join(rows) + (f"\n{len(failed)} kernel(s) failed; see `experiments`." if failed else "")
 
     def kernel(self, args: KernelArgs) -> str:
+        """One kernel: status, plan, per-shape times against PyTorch and the speed of light, static report, source."""
         k = self._kernel(args.kernel_id)
         seed = self.archive.seed()
         lines = [
@@ -318,6 +245,7 @@ class RunTools:
         return "\n".join(lines)
 
     def diff(self, args: DiffArgs) -> str:
+        """A unified diff of a kernel's source against its parent, the seed, or another kernel."""
         new = self._kernel(args.kernel_id)
         if args.against:
             old = self._kernel(args.against)
@@ -333,6 +261,7 @@ class RunTools:
         )
 
     def lineage(self, args: LineageArgs) -> str:
+        """A kernel's ancestors back to the seed with each step's plan, and its children."""
         chain = ancestry(self.archive, self._kernel(args.kernel_id).id)
         lines = [f"lineage of [{chain[0].id}], newest first:"]
         for k in chain:
@@ -346,6 +275,7 @@ class RunTools:
         return "\n".join(lines)
 
     def compare(self, args: CompareArgs) -> str:
+        """Per-shape times of several kernels and their speed-ups over the first."""
         kernels = [self._kernel(i) for i in args.kernel_ids]
         base = kernels[0]
         results = {k.id: {r.shape: r for r in shape_results(self.archive, k)} for k in kernels}
@@ -379,6 +309,7 @@ class RunTools:
         return "\n".join(lines) + "\n(a speed-up above 1.00x means faster than the first kernel)"
 
     def generations(self, _: NoArgs | None = None) -> str:
+        """Each generation: base, reference, best kernel so far, what its experiments gave."""
         gens = self.archive.generations()
         if not gens:
             return "no generation has finished yet"
@@ -399,6 +330,7 @@ class RunTools:
         return "\n".join(lines)
 
     def experiments(self, args: ExperimentsArgs | None = None) -> str:
+        """Experiments with their plan, status and result or failure reason."""
         generation = args.generation if args else None
         records = self.archive.experiments(generation)
         if not records:
@@ -417,6 +349,7 @@ class RunTools:
         return "\n".join(lines)
 
     def experiment(self, args: ExperimentArgs) -> str:
+        """One experiment: plan, every attempt with the sandbox's diagnostics, the finding."""
         e = self.archive.experiment(args.experiment_id.strip().strip("[]"))
         if e is None:
             raise ValueError(f"no experiment {args.experiment_id!r}; experiments are named g<generation>e<index>")
@@ -458,6 +391,7 @@ class RunTools:
         return "\n".join(lines)
 
     def findings(self, args: FindingsArgs | None = None) -> str:
+        """The Critic's findings: hypothesis, expected against measured speed-up, lesson."""
         args = args or FindingsArgs()
         items = self.archive.findings()
         if args.query:
@@ -476,10 +410,12 @@ class RunTools:
         return "\n".join(lines)
 
     def directives(self, _: NoArgs | None = None) -> str:
+        """The active directives with their numbers."""
         records = self.archive.directive_records()
-        return "\n".join(f"{d['seq']}. {d['text']}" for d in records) or "no active directives"
+        return "\n".join(f"directive {d['seq']}: {d['text']}" for d in records) or "no active directives"
 
     def spend(self, _: NoArgs | None = None) -> str:
+        """LLM calls, tokens and cost per role."""
         lines = ["| role | calls | input tokens | output tokens | cost USD |", "|---|---|---|---|---|"]
         for role, s in self.archive.spend_by_role().items():
             lines.append(f"| {role} | {s.calls} | {s.input_tokens} | {s.output_tokens} | {s.cost_usd:.4f} |")
@@ -488,6 +424,7 @@ class RunTools:
         return "\n".join(lines)
 
     def search_knowledge(self, args: SearchArgs) -> str:
+        """Search the GPU literature knowledge base; cite hits by label and source."""
         kb = self.knowledge() if self.knowledge else None
         if kb is None:
             return "the knowledge base is not available"
@@ -502,6 +439,7 @@ class RunTools:
         return max((g["generation"] for g in self.archive.generations()), default=0) + 1
 
     def add_directive(self, args: DirectiveArgs) -> str:
+        """Store a goal or constraint for the Selector and Researcher (from the next generation)."""
         seq = self.archive.add_directive(args.text)
         generation = self._next_generation()
         if self.archive.get_step(f"g{generation}/select") is not None:
@@ -512,6 +450,7 @@ class RunTools:
         )
 
     def retire_directive(self, args: RetireArgs) -> str:
+        """Retire a directive by its number."""
         known = {d["seq"]: d["text"] for d in self.archive.directive_records()}
         if args.seq not in known:
             raise ValueError(f"no active directive {args.seq} (active: {', '.join(map(str, known)) or 'none'})")
@@ -519,6 +458,7 @@ class RunTools:
         return f"directive {args.seq} retired: {known[args.seq]!r}"
 
     def control_run(self, args: ControlArgs) -> str:
+        """Start, pause, resume or stop the run."""
         status = control.run_status(self.archive)
         generation = self._next_generation()
         if args.action == "pause":
@@ -556,6 +496,7 @@ class RunTools:
         return started + budget
 
     def set_approval_mode(self, args: ApprovalArgs) -> str:
+        """Approval mode on: the run waits before each generation's experiments for a review."""
         control.set_approval(self.archive, args.on)
         if args.on:
             return "approval mode on: before each generation's experiments the run waits for your review of its plans"
@@ -564,6 +505,7 @@ class RunTools:
         )
 
     def pending_plans(self, _: NoArgs | None = None) -> str:
+        """The plans waiting for approval, with their experiment ids."""
         pending = pending_plans(self.archive)
         if pending is None:
             state = control.run_status(self.archive)
@@ -571,6 +513,8 @@ class RunTools:
         lines = [
             f"generation {pending['generation']}: base [{pending['base_id']}], reference {pending.get('reference_id') or '-'}"
         ]
+        if not control.run_status(self.archive).alive:
+            lines.append("(the run's process has ended; a review given now applies when the run is started again)")
         for p in pending["plans"]:
             plan = p["plan"]
             if p.get("kind") == "llm":
@@ -583,6 +527,7 @@ class RunTools:
         return "\n".join(lines)
 
     def review_plans(self, review: PlanReview) -> str:
+        """Accept, reject or edit the waiting plans (keep some ids, reword, add plans)."""
         try:
             pending = submit_review(self.archive, review)
         except ReviewError as exc:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 Control = Literal["run", "pause", "stop"]
 CONTROLS: tuple[Control, ...] = ("run", "pause", "stop")
 POLL_S = 0.25  # how often a paused run looks at its flags again
+ACTIVE = ("starting", "running", "paused", "awaiting_approval")  # statuses of a run that has a process
 
 
 def request(archive: Archive, control: Control) -> None:
@@ -81,7 +82,7 @@ def process_alive(pid: int | None) -> bool:
 class RunStatus(BaseModel):
     """Where a run stands, as another process sees it in the archive."""
 
-    status: str  # created, running, paused, awaiting_approval, finished, interrupted
+    status: str  # created, starting, running, paused, awaiting_approval, finished, interrupted
     alive: bool  # a process is executing the run
     pid: int | None = None
     control: Control = "run"
@@ -93,14 +94,14 @@ class RunStatus(BaseModel):
 
     @property
     def running(self) -> bool:
-        return self.alive and self.status in ("running", "paused", "awaiting_approval")
+        return self.alive and self.status in ACTIVE
 
 
 def run_status(archive: Archive) -> RunStatus:
     status = archive.get_meta("status", "created")
     pid = archive.get_meta("pid")
-    alive = status in ("running", "paused", "awaiting_approval") and process_alive(pid)
-    if status in ("running", "paused", "awaiting_approval") and not alive:
+    alive = status in ACTIVE and process_alive(pid)
+    if status in ACTIVE and not alive:
         status = "interrupted"  # the process died without saying so (a kill, a crash)
     pending = archive.get_meta("pending_approval") if alive else None
     config = archive.get_meta("config") or {}

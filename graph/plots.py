@@ -28,6 +28,11 @@ def _short(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
+def _legend(ax: Axes, **kwargs: object) -> None:
+    if ax.get_legend_handles_labels()[0]:  # an empty run draws no artists with labels
+        ax.legend(fontsize=8, **kwargs)
+
+
 def _baseline_lines(ax: Axes, data: ReportData, horizontal: bool = True) -> None:
     draw = ax.axhline if horizontal else ax.axvline
     if data.baselines.reference_geomean_us:
@@ -47,8 +52,7 @@ def leaderboard_figure(data: ReportData, limit: int = 10) -> Figure:
     ax.set_xscale("log")
     ax.set_xlabel("geometric mean over the benchmark shapes (µs, log scale)")
     ax.set_title("Leaderboard")
-    if data.baselines.reference_geomean_us or data.baselines.sol_geomean_us:
-        ax.legend(fontsize=8, loc="upper right")
+    _legend(ax, loc="upper right")
     fig.tight_layout()
     return fig
 
@@ -80,7 +84,7 @@ def progress_figure(data: ReportData) -> Figure:
     ax.set_ylabel("geometric mean (µs, log scale)")
     ax.set_title("Best time per generation")
     ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize=8)
+    _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -115,7 +119,7 @@ def shapes_figure(data: ReportData) -> Figure:
     ax.set_yscale("log")
     ax.set_ylabel("median time (µs, log scale)")
     ax.set_title("Per-shape results of the best kernels")
-    ax.legend(fontsize=8)
+    _legend(ax)
     fig.tight_layout()
     return fig
 

@@ -61,6 +61,13 @@ class LiveProgress:
                 self._headline = data.get("step", "seed")
             elif kind == "generation_done" and data.get("stop_reason"):
                 self._headline = f"stopping: {data['stop_reason']}"
+            elif kind == "awaiting_approval":
+                self._headline = (
+                    f"waiting for approval of {len(data.get('plans', []) or [])} plans: "
+                    f"kernel-scientist chat {self.run_id}"
+                )
+            elif kind in ("reviewed", "paused", "resumed"):
+                self._headline = kind + "".join(f" {k}={v}" for k, v in data.items() if k in ("decision", "generation"))
             elif kind == "resume":
                 self._headline = f"resuming at {', '.join(data.get('next', []))}"
         if self._live is not None:

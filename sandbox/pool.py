@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from queue import Queue
@@ -27,51 +26,13 @@ from sandbox.verdict import Status, Verdict
 log = logging.getLogger(__name__)
 
 
-class SharedExclusiveGate:
-    """Many holders in shared mode, or one in exclusive mode; a waiting exclusive holder goes
-    first. On the CPU target, builds are shared and timings exclusive: a compiler running
-    beside a CPU timing would take the cores the timing measures."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting_exclusive = 0
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._shared -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting_exclusive += 1
-            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
-            self._waiting_exclusive -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
 class EvaluationPool:
     """A pool of build slots and device slots.
 
     devices: GPU indices for the cuda target (one evaluation at a time on each);
     for the cpu target, the number of timing slots is len(devices) (default 1,
-    since concurrent CPU timings disturb each other), and no build runs while a
-    CPU candidate is checked and timed.
+    since concurrent CPU timings disturb each other); there a candidate builds in
+    its evaluation, since a build beside a CPU timing would disturb it too.
     """
 
     def __init__(
@@ -99,7 +60,6 @@ class EvaluationPool:
         )
         self.timeline: list[dict[str, Any]] = []  # (candidate, stage, start, end), for benchmarks
         self._lock = threading.Lock()
-        self._cpu_gate = SharedExclusiveGate() if options.target == "cpu" else None
 
     def prewarm(self, problem: str | Path) -> None:
         """Start build and device workers now, before the first candidate arrives."""
@@ -134,8 +94,10 @@ class EvaluationPool:
     ) -> Verdict:
         import time
 
-        if self.options.mode != "build":
-            with self._builds, self._gate("shared"):
+        # On the CPU target a separate build stage buys nothing (a build may not overlap a
+        # timing there) and costs a second worker start: the evaluation builds for itself.
+        if self.options.mode != "build" and self.options.target != "cpu":
+            with self._builds:
                 start = time.perf_counter()
                 built = evaluate(
                     problem,
@@ -148,18 +110,12 @@ class EvaluationPool:
                 return built  # build error, timeout or crash: no device time spent
         device = self._slots.get()
         try:
-            with self._gate("exclusive"):
-                start = time.perf_counter()
-                verdict = evaluate(problem, submission, replace(self.options, gpu=device), on_event)
+            start = time.perf_counter()
+            verdict = evaluate(problem, submission, replace(self.options, gpu=device), on_event)
             self._note(submission, "evaluate", start, time.perf_counter(), device)
             return verdict
         finally:
             self._slots.put(device)
-
-    def _gate(self, mode: str) -> AbstractContextManager[None]:
-        if self._cpu_gate is None:
-            return nullcontext()
-        return self._cpu_gate.shared() if mode == "shared" else self._cpu_gate.exclusive()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

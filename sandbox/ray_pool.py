@@ -79,6 +79,10 @@ def run_evaluation(packed: dict[str, Any], submission_name: str, source: str, op
     if attempt_log:
         with open(attempt_log, "a") as f:
             f.write(f"{os.getpid()}\n")
+    # Ray sets OMP_NUM_THREADS to the task's CPU count (1): a candidate must see the host's
+    # threads as it would outside Ray, or CPU kernels would be timed on one core.
+    if os.environ.get("OMP_NUM_THREADS") == "1" and "OMP_NUM_THREADS" not in _forwarded_env():
+        os.environ.pop("OMP_NUM_THREADS")
     limits = PhaseLimits(**options.pop("limits"))
     opts = EvalOptions(**options, limits=limits)
     gpu_ids = ray.get_gpu_ids() if opts.target != "cpu" else []

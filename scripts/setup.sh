@@ -37,6 +37,18 @@ if ! command -v hipcc >/dev/null 2>&1; then
     echo "warning: no hipcc and no apt-get to install it; MI300 static reports will be skipped" >&2
   fi
 fi
+# Headless Chromium renders the HTML run report in its test (tests/test_report.py skips without it).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if command -v apt-get >/dev/null 2>&1 && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
+    echo "installing chromium"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } \
+      || echo "warning: chromium could not be installed; the report's browser test will be skipped" >&2
+  else
+    echo "warning: no chromium and no apt-get to install it; the report's browser test will be skipped" >&2
+  fi
+fi
 # cuobjdump (SASS counts in CUDA static reports) where nvcc came without it: NVIDIA's wheels.
 if command -v nvcc >/dev/null 2>&1 && ! command -v cuobjdump >/dev/null 2>&1 \
    && [ ! -e "$(dirname "$(readlink -f "$(command -v nvcc)")")/cuobjdump" ]; then

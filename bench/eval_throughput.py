@@ -1,0 +1,101 @@
+"""Evaluations per minute on 1 and 2 GPUs (local pool), and Ray's scheduling cost per evaluation.
+
+The batch is every assignment of a seed's tunables (distinct, correct kernels), so the same
+candidates go through each configuration. Builds are made once before the timed passes (the
+build cache is shared), so the figures compare evaluation (check and time) throughput.
+
+    python bench/eval_throughput.py --problem matmul_bf16 --target cuda --gpus 0 0,1     # GPU scaling
+    python bench/eval_throughput.py --problem softmax --target cpu --backends pool ray  # Ray vs pool
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import save  # noqa: E402
+from sandbox.evaluator import EvalOptions  # noqa: E402
+from sandbox.pool import EvaluationPool  # noqa: E402
+from sandbox.problem import load_problem  # noqa: E402
+from sandbox.tunables import parse_tunables, render  # noqa: E402
+
+
+def batch(problem: str, target: str, variant: str | None, limit: int, folder: Path) -> tuple[Path, list[Path]]:
+    spec = load_problem(problem, target)
+    source = spec.seed_for(target, variant).read_text()
+    tunables = parse_tunables(source)
+    grid = itertools.product(*[t.values for t in tunables])
+    files = []
+    for i, values in enumerate(itertools.islice(grid, limit)):
+        path = folder / f"candidate_{i}.py"
+        path.write_text(render(source, dict(zip([t.name for t in tunables], values, strict=True))))
+        files.append(path)
+    return spec.path, files
+
+
+def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str]]:
+    start = time.perf_counter()
+    verdicts = pool.map(problem, files)
+    return time.perf_counter() - start, [v.status.value for v in verdicts]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problem", default="matmul_bf16")
+    parser.add_argument("--target", default="cuda")
+    parser.add_argument("--variant", default=None)
+    parser.add_argument("--candidates", type=int, default=12)
+    parser.add_argument("--budget", type=float, default=0.3, help="timing seconds per shape")
+    parser.add_argument("--gpus", nargs="*", default=["0"], help="device sets to compare, e.g. 0 0,1")
+    parser.add_argument("--backends", nargs="*", default=["pool"], help="pool and/or ray (ray: one device set)")
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+
+    options = EvalOptions(target=args.target, timing={"budget_s": args.budget})
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        problem, files = batch(args.problem, args.target, args.variant, args.candidates, Path(tmp))
+        with EvaluationPool(EvalOptions(target=args.target, mode="build"), devices=[0]) as builder:
+            built = builder.map(problem, files)  # fill the build cache once for every pass
+        print(f"{len(files)} candidates; builds: {[v.status.value for v in built]}")
+        for repeat in range(args.repeats):
+            for backend in args.backends:
+                for gpus in args.gpus if backend == "pool" else args.gpus[:1]:
+                    devices = [int(g) for g in gpus.split(",")]
+                    if backend == "pool":
+                        pool = EvaluationPool(options, devices=devices)
+                        pool.prewarm(problem)
+                    else:
+                        from sandbox.ray_pool import RayEvaluationPool
+
+                        pool = RayEvaluationPool(options, address="local")
+                        pool.prewarm(problem)
+                    try:
+                        wall, statuses = run_pass(pool, problem, files)
+                    finally:
+                        pool.close()
+                    row = {
+                        "repeat": repeat,
+                        "backend": backend,
+                        "devices": devices,
+                        "wall_s": wall,
+                        "per_minute": 60 * len(files) / wall,
+                        "seconds_per_evaluation": wall / len(files),
+                        "statuses": statuses,
+                    }
+                    results.append(row)
+                    print(
+                        f"{backend} {gpus}: {wall:.1f} s, {row['per_minute']:.1f} evaluations/min, "
+                        f"ok {statuses.count('ok')}/{len(statuses)}"
+                    )
+    save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""The run report (HTML and PNG figures) rendered in headless Chromium, and the status command."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.archive import Archive
+from graph.chat_tools import RunTools
+from graph.cli import app
+from graph.config import LLMSettings
+from graph.report import write_report
+from graph.report_data import collect_report
+from graph.run_data import baselines, num
+from graph.runs import RunHandle, build_context, create_run, execute
+from tests.chat_script import BROKEN_SOURCE, mixed_run, run_config
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+FIGURES = {"leaderboard", "progress", "shapes", "lineage", "spend"}
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunHandle, Archive]:
+    return mixed_run(tmp_path_factory.mktemp("report") / "runs", generations=2)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_data_holds_the_archive_numbers(run: tuple[RunHandle, Archive]) -> None:
+    handle, archive = run
+    data = collect_report(archive, handle.run_id, "cpu")
+    best, seed = archive.best(), archive.seed()
+    assert (data.best_id, data.seed_id) == (best.id, seed.id)
+    assert [r.id for r in data.leaderboard] == [k.id for k in archive.leaderboard()]
+    assert data.speedup_over_seed == pytest.approx(seed.geomean_us / best.geomean_us)
+    # Generation 0 is the seed; then one point per finished generation, each with the run's best so far.
+    assert [g.generation for g in data.generations] == [0, 1, 2]
+    assert [g.best_geomean_us for g in data.generations[1:]] == [g["best_geomean_us"] for g in archive.generations()]
+    # The reference and speed-of-light times come from the verdicts' benchmarks.
+    verdict = json.loads(archive.kernel_verdict(seed.id))
+    sol = {b["shape"]: b["sol_us"] for b in verdict["benchmarks"]}
+    assert data.baselines.sol_us == sol and set(data.baselines.reference_us) == set(sol)
+    # One failed experiment per generation (the file that does not compile), and the diff is seed -> best.
+    assert data.experiments == 4 and data.failed_experiments == 2
+    assert f"--- {seed.id} (seed)" in data.diff and f"+++ {best.id} (" in data.diff
+    assert {s.role for s in data.spend} == {"selector", "researcher", "coder", "critic"}
+
+
+def test_report_files_are_self_contained(run: tuple[RunHandle, Archive], tmp_path: Path) -> None:
+    handle, archive = run
+    files = write_report(archive, handle.run_id, "cpu", tmp_path / "report")
+    assert set(files.figures) == FIGURES
+    page = files.html.read_text()
+    assert "<link" not in page and "<script" not in page and "http" not in page  # nothing fetched
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(embedded) == len(FIGURES)
+    for name, path in files.figures.items():
+        width, height = png_size(path.read_bytes())
+        assert width >= 400 and height >= 200, name
+        assert base64.b64encode(path.read_bytes()).decode() in embedded  # the same image, inline
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_report_renders_in_headless_chromium(run: tuple[RunHandle, Archive], tmp_path: Path) -> None:
+    handle, archive = run
+    files = write_report(archive, handle.run_id, "cpu", tmp_path / "report")
+    # A probe page beside the report loads it in a frame and reads what the browser made of it.
+    probe = files.html.parent / "probe.html"
+    probe.write_text(PROBE)
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+         "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    match = re.search(r'<pre id="out">(.*?)</pre>', result.stdout, re.DOTALL)
+    assert match, result.stdout[-2000:] + result.stderr[-2000:]
+    seen = json.loads(match.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    assert seen["sections"] == ["leaderboard", "progress", "shapes", "lineage", "diff", "spend", "directives"]
+    # Every figure decoded and was laid out with a size on the page.
+    assert len(seen["images"]) == len(FIGURES)
+    for image in seen["images"]:
+        assert image["natural"][0] >= 400 and image["natural"][1] >= 200, image
+        assert image["shown"][0] > 100 and image["shown"][1] > 50, image
+    # The leaderboard as the browser shows it: the archive's kernels in order with their times.
+    board = archive.leaderboard()
+    assert [row[1] for row in seen["leaderboard"]] == [k.id for k in board]
+    assert [row[5] for row in seen["leaderboard"]] == [num(k.geomean_us) for k in board]
+    # Per-shape table: the PyTorch reference and the speed of light for every benchmark shape.
+    base = baselines(archive)
+    assert [row[0] for row in seen["shapes"]] == base.shapes
+    assert [row[-1] for row in seen["shapes"]] == [num(base.sol_us[s]) for s in base.shapes]
+    # The lineage tree holds every kernel, each edge labelled with its plan; the best is marked.
+    assert sorted(seen["tree"]) == sorted(k.id for k in archive.kernels())
+    assert "parallel rows, one exponential per element" in seen["plans"]
+    assert "fused max and sum in one sweep" in seen["plans"]
+    assert seen["best"] == archive.best().id
+    # The diff shows the best kernel's added lines and the seed's removed ones.
+    assert seen["added"] > 0 and seen["removed"] > 0
+    assert any("omp" in line for line in seen["added_text"])
+    assert sorted(seen["spend_roles"]) == ["coder", "critic", "researcher", "selector"]
+
+
+PROBE = """<!DOCTYPE html><html><body><pre id="out">pending</pre>
+<iframe id="f" src="index.html" width="1200" height="900" onload="
+var d = document.getElementById('f').contentDocument;
+var rows = function (sel) { return Array.from(d.querySelectorAll(sel + ' tbody tr')).map(function (tr) {
+  return Array.from(tr.cells).map(function (c) { return c.textContent.trim(); }); }); };
+document.getElementById('out').textContent = JSON.stringify({
+  sections: Array.from(d.querySelectorAll('section')).map(function (s) { return s.id; }),
+  images: Array.from(d.images).map(function (i) { var r = i.getBoundingClientRect();
+    return {alt: i.alt, natural: [i.naturalWidth, i.naturalHeight], shown: [r.width, r.height]}; }),
+  leaderboard: rows('#leaderboard'),
+  shapes: rows('#shapes'),
+  tree: Array.from(d.querySelectorAll('#lineage li > span[id]')).map(function (s) { return s.textContent; }),
+  plans: Array.from(d.querySelectorAll('#lineage .plan')).map(function (s) { return s.textContent; }).join(' '),
+  best: (d.querySelector('#lineage .best') || {}).textContent,
+  added: d.querySelectorAll('#diff .add').length,
+  removed: d.querySelectorAll('#diff .del').length,
+  added_text: Array.from(d.querySelectorAll('#diff .add')).map(function (s) { return s.textContent; }),
+  spend_roles: rows('#spend').map(function (r) { return r[0]; })
+});
+"></iframe></body></html>
+"""
+
+
+def test_status_and_report_commands(run: tuple[RunHandle, Archive], tmp_path: Path) -> None:
+    handle, archive = run
+    status = runner.invoke(app, ["status", str(handle.run_dir)], env={"COLUMNS": "120"})
+    assert status.exit_code == 0, status.output
+    best = archive.best()
+    assert f"best {best.id}: {num(best.geomean_us)} µs" in status.output
+    assert "finished" in status.output and "generation 2 of 2" in status.output
+    for k in archive.leaderboard():
+        assert re.search(rf"\b{k.id}\b.*{re.escape(num(k.geomean_us))}", status.output), k.id
+    out = tmp_path / "out"
+    report = runner.invoke(app, ["report", str(handle.run_dir), "--out", str(out)])
+    assert report.exit_code == 0, report.output
+    assert (out / "index.html").is_file() and {p.stem for p in out.glob("*.png")} == FIGURES
+    missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no run" in missing.output
+
+
+def test_a_run_whose_seed_fails_still_gets_a_report(tmp_path: Path) -> None:
+    seed = tmp_path / "seed.py"
+    seed.write_text(BROKEN_SOURCE)
+    handle = create_run(run_config(seed=str(seed), llm=LLMSettings()), tmp_path / "runs")
+    archive = Archive(handle.archive_path)
+    final = execute(handle, build_context(handle, archive))
+    assert final["stop_reason"].startswith("the seed kernel does not pass (build_error)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # empty figures draw without complaints
+        files = write_report(archive, handle.run_id, "cpu", tmp_path / "report")
+    assert set(files.figures) == FIGURES - {"leaderboard"}  # no correct kernel: no leaderboard figure
+    page = files.html.read_text()
+    assert "No correct kernel yet." in page and "No LLM calls" in page and "build_error" in page
+    status = runner.invoke(app, ["status", str(handle.run_dir)])
+    assert status.exit_code == 0 and "the seed kernel does not pass" in status.output
+    tools = RunTools(handle, archive)
+    assert "(no correct kernel yet)" in tools.leaderboard() and "1 kernel(s) failed" in tools.leaderboard()
+    assert "stopped: the seed kernel does not pass" in tools.run_status()
