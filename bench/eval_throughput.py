@@ -39,10 +39,11 @@ def batch(problem: str, target: str, variant: str | None, limit: int, folder: Pa
     return spec.path, files
 
 
-def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str]]:
+def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str]]:
     start = time.perf_counter()
     verdicts = pool.map(problem, files)
-    return time.perf_counter() - start, [v.status.value for v in verdicts]
+    wall = time.perf_counter() - start
+    return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed]
 
 
 def main() -> None:
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("--gpus", nargs="*", default=["0"], help="device sets to compare, e.g. 0 0,1")
     parser.add_argument("--backends", nargs="*", default=["pool"], help="pool and/or ray (ray: one device set)")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--warm", type=int, default=2, help="standby workers per device (local pool)")
     args = parser.parse_args()
 
     options = EvalOptions(target=args.target, timing={"budget_s": args.budget})
@@ -69,7 +71,7 @@ def main() -> None:
                 for gpus in args.gpus if backend == "pool" else args.gpus[:1]:
                     devices = [int(g) for g in gpus.split(",")]
                     if backend == "pool":
-                        pool = EvaluationPool(options, devices=devices)
+                        pool = EvaluationPool(options, devices=devices, warm_workers=args.warm)
                         pool.prewarm(problem)
                     else:
                         from sandbox.ray_pool import RayEvaluationPool
@@ -77,22 +79,24 @@ def main() -> None:
                         pool = RayEvaluationPool(options, address="local")
                         pool.prewarm(problem)
                     try:
-                        wall, statuses = run_pass(pool, problem, files)
+                        wall, statuses, failures = run_pass(pool, problem, files)
                     finally:
                         pool.close()
                     row = {
                         "repeat": repeat,
                         "backend": backend,
                         "devices": devices,
+                        "warm_workers": args.warm,
                         "wall_s": wall,
                         "per_minute": 60 * len(files) / wall,
                         "seconds_per_evaluation": wall / len(files),
                         "statuses": statuses,
+                        "failures": failures,
                     }
                     results.append(row)
                     print(
                         f"{backend} {gpus}: {wall:.1f} s, {row['per_minute']:.1f} evaluations/min, "
-                        f"ok {statuses.count('ok')}/{len(statuses)}"
+                        f"ok {statuses.count('ok')}/{len(statuses)} {[m[:300] for m in failures]}"
                     )
     save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
 

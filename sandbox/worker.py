@@ -302,7 +302,10 @@ def main(argv: list[str]) -> int:
     if argv[1] == "--standby":
         # Started ahead of time: warm up, then wait for the request's path on stdin.
         try:
-            _warm_up()
+            from sandbox.devicelock import device_lock
+
+            with device_lock():  # not while another worker times a candidate on this GPU
+                _warm_up()
         except Exception:  # noqa: BLE001 - the request will meet the same error and report it
             traceback.print_exc()
         line = sys.stdin.readline().strip()
@@ -314,7 +317,12 @@ def main(argv: list[str]) -> int:
     request = json.loads(request_path.read_text())
     request_path.unlink(missing_ok=True)  # nothing of the harness's is left for the candidate to read
     try:
-        result = run(request, events)
+        from sandbox.devicelock import device_key, device_lock
+
+        with device_lock() as exclusive:  # no standby worker warms up on this GPU meanwhile
+            result = run(request, events)
+        if not exclusive and device_key() is not None:
+            result.setdefault("errors", []).append("the device lock was not free: timed beside another worker")
     except Exception as exc:  # noqa: BLE001 - report, never die silently
         result = {
             "status": "harness_error",
