@@ -16,7 +16,7 @@ from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_
 from graph.control import extend_run, set_approval
 from graph.export import ExportError, export_kernel
 from graph.progress import LiveProgress, leaderboard_table
-from graph.runs import RunError, build_context, create_run, execute, open_run, run_summary
+from graph.runs import RunError, build_context, create_run, execute, open_run, replay_chat_models, run_summary
 
 log = logging.getLogger(__name__)
 console = Console()
@@ -61,12 +61,21 @@ def run_command(
     approve: bool = typer.Option(
         False, "--approve", help="Approval mode: wait for a review of each generation's plans (kernel-scientist chat)."
     ),
+    replay: str | None = typer.Option(
+        None, "--replay", help="A new run with RUN's configuration, every LLM reply read from RUN's archive."
+    ),
 ) -> None:
     """Optimise a kernel: generations of select, research, write, review, evaluate."""
+    replay_models = None
     try:
         if more is not None and resume is None:
             raise _fail("--more goes with --resume RUN")
-        if resume is not None:
+        if replay is not None:
+            source = open_run(replay, runs_dir)
+            recorded = Archive(source.archive_path)
+            replay_models = replay_chat_models(recorded, source.config)
+            handle = create_run(source.config.model_copy(update={"directives": recorded.directives()}), runs_dir)
+        elif resume is not None:
             handle = open_run(resume, runs_dir)
             for text in directive:
                 Archive(handle.archive_path).add_directive(text)
@@ -117,7 +126,7 @@ def run_command(
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     progress = None if plain or not console.is_terminal else LiveProgress(archive, console, handle.run_id)
     try:
-        ctx = build_context(handle, archive, progress=progress)
+        ctx = build_context(handle, archive, progress=progress, chat_models=replay_models)
         if progress is not None:
             with progress:
                 final = execute(handle, ctx)

@@ -173,6 +173,16 @@ def build_context(
     return ctx
 
 
+def replay_chat_models(archive: Archive, config: RunConfig) -> dict[str, Any]:
+    """Chat models that answer each configured role's calls, in order, from a run's archive: the
+    run can be replayed without the LLM (a run with parallel experiments may order its calls
+    differently). A role the run had no LLM for stays without one."""
+    from agents.scripted import ReplayChatModel
+
+    calls = archive.llm_calls()
+    return {role: ReplayChatModel.from_calls(calls, role) for role in ROLES if config.llm.for_role(role)}
+
+
 def _lazy_knowledge(path: str | None) -> Callable[[], Any]:
     opened: dict[str, Any] = {}
 

@@ -42,12 +42,16 @@ class EvaluationPool:
         build_workers: int | None = None,
         keep_warm: bool = True,
         warm_workers: int = 2,
+        separate_builds: bool | None = None,
     ) -> None:
         # Workers wait, warmed up, on each device (and for builds) for the next
         # candidate: start-up (importing torch, a device context) takes seconds.
         # Not on the CPU target: a standby worker warms up (imports torch, runs the reference)
         # while it waits, which would take the cores a CPU timing measures.
         keep_warm = keep_warm and options.target != "cpu"
+        # Builds in their own workers, beside the timings: for GPUs. On the CPU target a build
+        # may not overlap a timing, so the evaluation builds for itself (one worker start less).
+        self.separate_builds = options.target != "cpu" if separate_builds is None else separate_builds
         self.options = replace(options, keep_warm=keep_warm, warm_workers=warm_workers)
         self.devices = list(devices) if devices else [0]
         self.build_workers = build_workers or max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -94,9 +98,7 @@ class EvaluationPool:
     ) -> Verdict:
         import time
 
-        # On the CPU target a separate build stage buys nothing (a build may not overlap a
-        # timing there) and costs a second worker start: the evaluation builds for itself.
-        if self.options.mode != "build" and self.options.target != "cpu":
+        if self.options.mode != "build" and self.separate_builds:
             with self._builds:
                 start = time.perf_counter()
                 built = evaluate(

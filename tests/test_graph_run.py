@@ -210,3 +210,19 @@ def test_budgets_stop_the_run(tmp_path: Path, budgets: dict[str, Any], reason: s
     final = execute(handle, build_context(handle, archive, chat_models=scientist_models(garbage=True)))
     assert final["stop_reason"].startswith(reason)
     assert len(archive.generations()) == 1
+
+
+def test_a_run_replays_from_its_archive_without_the_llm(tmp_path: Path) -> None:
+    from graph.runs import replay_chat_models
+
+    models = scientist_models(coder=coder_writing(BROKEN, FAST_SOFTMAX.read_text()))
+    _, recorded, handle = scripted_run(tmp_path / "first", models)
+    replayed_models = replay_chat_models(recorded, handle.config)
+    _, replayed, _ = scripted_run(tmp_path / "again", replayed_models)
+    # The same plans, the same files, the same verdict statuses; every recorded reply was used.
+    assert [(k.origin, k.sha256, k.status) for k in replayed.kernels()] == [
+        (k.origin, k.sha256, k.status) for k in recorded.kernels()
+    ]
+    assert [c["method"] for c in replayed.llm_calls()] == [c["method"] for c in recorded.llm_calls()]
+    for model in replayed_models.values():
+        model.assert_exhausted()

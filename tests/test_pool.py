@@ -43,7 +43,8 @@ def test_pool_skips_device_time_for_build_failures(tmp_path: Path) -> None:
     good = _spy(tmp_path, "good")
     broken = write_build_error(tmp_path)
     options = EvalOptions(target="cpu", mode="check")
-    with EvaluationPool(options, devices=[0], build_workers=2) as pool:
+    # The two-stage pipeline is the GPU targets' default; the CPU target exercises it here.
+    with EvaluationPool(options, devices=[0], build_workers=2, separate_builds=True) as pool:
         verdicts = pool.map("vector_add", [good, broken, SEED])
     assert [v.status for v in verdicts] == [Status.ok, Status.build_error, Status.ok]
     stages = [(Path(t["submission"]).name, t["stage"]) for t in pool.timeline]
@@ -65,7 +66,7 @@ def test_pool_runs_builds_in_parallel(tmp_path: Path) -> None:
     # mode=build goes straight to the device-slot stage with a build-only worker
     assert all(t["stage"] == "evaluate" for t in pool.timeline)
     options = EvalOptions(target="cpu", mode="check")
-    with EvaluationPool(options, devices=[0], build_workers=3) as pool:
+    with EvaluationPool(options, devices=[0], build_workers=3, separate_builds=True) as pool:
         verdicts = pool.map("vector_add", sources)
     assert all(v.status == Status.ok for v in verdicts)
     builds = [t for t in pool.timeline if t["stage"] == "build"]
@@ -73,3 +74,11 @@ def test_pool_runs_builds_in_parallel(tmp_path: Path) -> None:
         a is not b and a["start"] < b["end"] and b["start"] < a["end"] for a in builds for b in builds
     )
     assert overlapping, json.dumps(builds)
+
+
+def test_cpu_pool_builds_inside_the_evaluation(tmp_path: Path) -> None:
+    broken = write_build_error(tmp_path)
+    with EvaluationPool(EvalOptions(target="cpu", mode="check"), devices=[0]) as pool:
+        verdicts = pool.map("vector_add", [SEED, broken])
+    assert [v.status for v in verdicts] == [Status.ok, Status.build_error]
+    assert [t["stage"] for t in pool.timeline] == ["evaluate", "evaluate"]  # no build beside a CPU timing
