@@ -204,6 +204,7 @@ def execute(handle: RunHandle, ctx: RunContext) -> dict[str, Any]:
     """Run (or resume) the graph to its end; returns the final state. Safe to call again after a
     kill: LangGraph's checkpoints and the archive's memo pick up where it stopped."""
     archive = ctx.archive
+    _refuse_if_running_elsewhere(archive, handle.run_id)  # before anything marks the run as ours
     conn = sqlite3.connect(handle.checkpoint_path, check_same_thread=False)
     try:
         app = build_graph().compile(checkpointer=SqliteSaver(conn))
@@ -230,6 +231,20 @@ def execute(handle: RunHandle, ctx: RunContext) -> dict[str, Any]:
     finally:
         conn.close()
         ctx.evaluator.close()
+
+
+def _refuse_if_running_elsewhere(archive: Archive, run_id: str) -> None:
+    """Two processes executing one run would interleave their checkpoints: refuse the second."""
+    pid = archive.get_meta("pid")
+    if archive.get_meta("status") not in ("running", "paused", "awaiting_approval") or not pid or pid == os.getpid():
+        return
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return  # it died (killed, crashed): resuming is what the user wants
+    except PermissionError:
+        pass  # alive, under another user
+    raise RunError(f"run {run_id} is already running in process {pid}; stop it first (kernel-scientist chat)")
 
 
 def run_summary(archive: Archive) -> dict[str, Any]:

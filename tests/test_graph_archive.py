@@ -100,3 +100,26 @@ def test_llm_settings_from_file_flags_and_environment(tmp_path: Path, monkeypatc
     path.write_text("default: {model: m, api_key: 'sk-should-not-be-here'}\n")
     with pytest.raises(ConfigError, match="bad LLM settings"):
         load_llm_settings(path)
+
+
+def test_a_run_is_executed_by_one_process_at_a_time(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from graph.runs import RunError, _refuse_if_running_elsewhere
+
+    archive = Archive(tmp_path / "a.sqlite")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        archive.set_meta("status", "running")
+        archive.set_meta("pid", other.pid)
+        with pytest.raises(RunError, match=f"already running in process {other.pid}"):
+            _refuse_if_running_elsewhere(archive, "r1")
+        assert archive.get_meta("status") == "running"
+    finally:
+        other.kill()
+        other.wait()
+    _refuse_if_running_elsewhere(archive, "r1")  # its process is gone: resuming is allowed
+    archive.set_meta("status", "finished")
+    archive.set_meta("pid", 1)
+    _refuse_if_running_elsewhere(archive, "r1")  # a finished run may be extended from anywhere
