@@ -91,16 +91,8 @@ class RunContext:
     def memo_outcome(self, key: str, model: type[M], compute: Callable[[], Outcome[M]]) -> Outcome[M]:
         """A role's outcome, computed once per run: a resumed run reads it back instead of asking
         the LLM again."""
-        stored = self.archive.get_step(key)
-        if stored is not None:
-            return Outcome(model.model_validate(stored["value"]), stored["by"], stored.get("error"))
-        token = current_step.set(key)
-        try:
-            outcome = compute()
-        finally:
-            current_step.reset(token)
-        self.archive.put_step(key, outcome.to_dict())
-        return outcome
+        stored = self.memo_value(key, lambda: compute().to_dict())
+        return Outcome(model.model_validate(stored["value"]), stored["by"], stored.get("error"))
 
     def memo_value(self, key: str, compute: Callable[[], Any]) -> Any:
         stored = self.archive.get_step(key)

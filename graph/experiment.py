@@ -13,11 +13,12 @@ from typing import Any
 from agents.coder import Candidate
 from agents.critic import RunOutcome
 from agents.schemas import ExperimentPlan, Explanation, Review
-from graph.archive import ExperimentRecord, KernelRecord, utc_now
+from graph.archive import ExperimentRecord, KernelRecord, sha256_text, utc_now
 from graph.context import RunContext
 from graph.state import ExperimentResult, ExperimentSpec
 from graph.tuner import render_variant
 from sandbox.integrity import scan_source
+from sandbox.static_report import StaticReport
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ def resource_report(ctx: RunContext, source: str) -> str:
         return ""
     from sandbox.static_analysis import analyze_submission
 
-    path = ctx.run_dir / "kernels" / "_review.py"
+    # One file per source: experiments of a generation are reviewed in parallel.
+    path = ctx.run_dir / "kernels" / f"review-{sha256_text(source)[:16]}.py"
     try:
         path.write_text(source)
         return analyze_submission(path, ctx.config.target).summary()
@@ -268,15 +270,11 @@ def _remember(ctx: RunContext, kb: Any, finding: dict[str, Any]) -> None:
 
 
 def _static_summary(static: Any) -> str:
+    """The verdict's static report as the Critic reads it ('' when the target has none)."""
     if not static:
         return ""
-    if isinstance(static, dict):
-        kernels = static.get("kernels") or []
-        lines = []
-        for k in kernels[:6]:
-            fields = ", ".join(
-                f"{name}={k[name]}" for name in sorted(k) if name != "name" and k[name] not in (None, {})
-            )
-            lines.append(f"{k.get('name', '?')}: {fields}"[:400])
-        return "\n".join(lines)
-    return str(static)[:2000]
+    try:
+        return StaticReport.from_dict(static).summary()
+    except (TypeError, KeyError) as exc:  # a report from an older schema: advice, not essential
+        log.info("unreadable static report: %s", exc)
+        return ""
