@@ -26,24 +26,51 @@ from sandbox.problem import load_problem  # noqa: E402
 from sandbox.tunables import parse_tunables, render  # noqa: E402
 
 
-def batch(problem: str, target: str, variant: str | None, limit: int, folder: Path) -> tuple[Path, list[Path]]:
+def batch(
+    problem: str, target: str, variant: str | None, limit: int, copies: int, folder: Path
+) -> tuple[Path, list[Path]]:
     spec = load_problem(problem, target)
     source = spec.seed_for(target, variant).read_text()
     tunables = parse_tunables(source)
     grid = itertools.product(*[t.values for t in tunables])
     files = []
-    for i, values in enumerate(itertools.islice(grid, limit)):
-        path = folder / f"candidate_{i}.py"
-        path.write_text(render(source, dict(zip([t.name for t in tunables], values, strict=True))))
-        files.append(path)
+    assignments = list(itertools.islice(grid, limit))
+    for copy in range(copies):
+        for i, values in enumerate(assignments):
+            path = folder / f"candidate_{i}_{copy}.py"
+            text = render(source, dict(zip([t.name for t in tunables], values, strict=True)))
+            path.write_text(text + (f"\n# copy {copy}\n" if copy else ""))  # a distinct file, the same kernel
+            files.append(path)
     return spec.path, files
 
 
-def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str]]:
+def utilisation(timeline: list[dict], devices: list[int], wall: float) -> dict:
+    """How busy each device slot was: its evaluations' seconds over the pass's wall time."""
+    busy = {d: 0.0 for d in devices}
+    for entry in timeline:
+        if entry["stage"] == "evaluate" and entry["device"] in busy:
+            busy[entry["device"]] += entry["end"] - entry["start"]
+    return {
+        "busy_s": {str(d): round(b, 2) for d, b in busy.items()},
+        "utilisation": round(sum(busy.values()) / (len(devices) * wall), 3),
+    }
+
+
+def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str], dict[str, int]]:
     start = time.perf_counter()
     verdicts = pool.map(problem, files)
     wall = time.perf_counter() - start
-    return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed]
+    # What each worker's standby time had paid before its request (see sandbox/worker.py).
+    standby = {"device_step_done": 0, "device_step_left_to_request": 0, "cold": 0}
+    for verdict in verdicts:
+        tail = verdict.log_tail or ""
+        if "device step done" in tail:
+            standby["device_step_done"] += 1
+        elif "device step is the request's" in tail:
+            standby["device_step_left_to_request"] += 1
+        else:
+            standby["cold"] += 1
+    return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed], standby
 
 
 def main() -> None:
@@ -52,6 +79,7 @@ def main() -> None:
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--variant", default=None)
     parser.add_argument("--candidates", type=int, default=12)
+    parser.add_argument("--copies", type=int, default=1, help="each assignment this many times (a longer batch)")
     parser.add_argument("--budget", type=float, default=0.3, help="timing seconds per shape")
     parser.add_argument("--gpus", nargs="*", default=["0"], help="device sets to compare, e.g. 0 0,1")
     parser.add_argument("--backends", nargs="*", default=["pool"], help="pool and/or ray (ray: one device set)")
@@ -62,7 +90,7 @@ def main() -> None:
     options = EvalOptions(target=args.target, timing={"budget_s": args.budget})
     results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        problem, files = batch(args.problem, args.target, args.variant, args.candidates, Path(tmp))
+        problem, files = batch(args.problem, args.target, args.variant, args.candidates, args.copies, Path(tmp))
         with EvaluationPool(EvalOptions(target=args.target, mode="build"), devices=[0]) as builder:
             built = builder.map(problem, files)  # fill the build cache once for every pass
         print(f"{len(files)} candidates; builds: {[v.status.value for v in built]}")
@@ -79,7 +107,7 @@ def main() -> None:
                         pool = RayEvaluationPool(options, address="local")
                         pool.prewarm(problem)
                     try:
-                        wall, statuses, failures = run_pass(pool, problem, files)
+                        wall, statuses, failures, standby = run_pass(pool, problem, files)
                     finally:
                         pool.close()
                     row = {
@@ -92,11 +120,14 @@ def main() -> None:
                         "seconds_per_evaluation": wall / len(files),
                         "statuses": statuses,
                         "failures": failures,
+                        "standby": standby,
                     }
+                    if backend == "pool":
+                        row.update(utilisation(pool.timeline, devices, wall))
                     results.append(row)
                     print(
                         f"{backend} {gpus}: {wall:.1f} s, {row['per_minute']:.1f} evaluations/min, "
-                        f"ok {statuses.count('ok')}/{len(statuses)} {[m[:300] for m in failures]}"
+                        f"ok {statuses.count('ok')}/{len(statuses)} busy {row.get('utilisation')} {[m[:300] for m in failures]}"
                     )
     save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
 

@@ -374,17 +374,3 @@ def time_shape(
         result.sol_us = sol * 1e6 if sol else None
     return result
 
-
-def warm_up(problem: Problem, device: str) -> None:
-    """Run the reference through the check and the timer once on the first test shape.
-
-    Done by a worker started ahead of time, so the candidate's evaluation finds
-    every library and device kernel the harness uses already loaded.
-    """
-    params = problem.tests[0]
-    check_shape(problem, problem.reference, params, device)
-    data = clone_data(problem.generate_input(params, device))
-    timer = Timer(device, TimingPolicy(warmup_s=0.0, min_reps=3, max_reps=3, budget_s=1.0))
-    timer.run(problem.reference, lambda i: data)
-    if device.startswith("cuda"):
-        timer.host_synced_median_us(problem.reference, lambda i: data, calls=2)

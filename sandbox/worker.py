@@ -261,27 +261,71 @@ def run(request: dict[str, Any], events: Events) -> dict[str, Any]:
 
 
 _ENVIRONMENT: dict[str, Any] = {}  # filled during warm-up: the device does not change
-_WARM: dict[str, Any] = {}  # the problem bound (and exercised) during warm-up
+_WARM: dict[str, Any] = {}  # the problem loaded and bound during warm-up
 
 
-def _warm_up() -> None:
-    """Pay start-up before the request arrives: torch, the harness, the device."""
-    import torch
+def _warm_host() -> None:
+    """Pay the host's share of start-up before the request arrives: torch, the harness, the
+    problem's reference code. No kernel runs: another worker may be timing on this GPU."""
+    import torch  # noqa: F401
 
     from sandbox import envinfo, harness, native, problem, timing  # noqa: F401
 
-    if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available():
-        torch.empty(1, device="cuda:0")  # creates the context
-        torch.cuda.synchronize()
-        _ENVIRONMENT.update(envinfo.collect("cuda:0"))
-    else:
-        _ENVIRONMENT.update(envinfo.collect("cpu"))
     spec, target = os.environ.get("KS_WARM_PROBLEM"), os.environ.get("KS_WARM_TARGET", "cpu")
     if spec:
         bound = problem.load_problem(spec, target)
         bound.bind()
-        harness.warm_up(bound, _device_for(target))
         _WARM.update(spec=spec, target=target, problem=bound)
+
+
+def _warm_device() -> None:
+    """Create the device context and read the device's description (no kernels)."""
+    import torch
+
+    from sandbox import envinfo
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.cuda.set_device(0)
+        torch.cuda.current_blas_handle()  # loads cuBLAS (or hipBLAS) without a launch
+        _ENVIRONMENT.update(envinfo.collect("cuda:0"))
+    else:
+        _ENVIRONMENT.update(envinfo.collect("cpu"))
+
+
+def _request_waiting() -> bool:
+    import select
+
+    return bool(select.select([sys.stdin], [], [], 0)[0])
+
+
+def _stand_by() -> None:
+    """Warm up while waiting for a request; the device step only while the device is idle."""
+    from sandbox.devicelock import device_idle, device_key
+
+    try:
+        start = time.perf_counter()
+        _warm_host()
+        host_s = time.perf_counter() - start
+        with device_idle(give_up=_request_waiting) as idle:
+            waited_s = time.perf_counter() - start - host_s
+            if idle:
+                _warm_device()
+        # For the verdict's log tail: what start-up the request found already paid.
+        print(
+            f"standby: host warm-up {host_s:.2f} s; "
+            + (
+                "no device"
+                if device_key() is None
+                else f"device step done after waiting {waited_s:.2f} s for an idle device"
+                if idle
+                else "device busy until the request came: its device step is the request's"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+    except Exception:  # noqa: BLE001 - the request will meet the same error and report it
+        traceback.print_exc()
 
 
 def _limit_open_files() -> None:
@@ -301,13 +345,7 @@ def main(argv: list[str]) -> int:
     _limit_open_files()
     if argv[1] == "--standby":
         # Started ahead of time: warm up, then wait for the request's path on stdin.
-        try:
-            from sandbox.devicelock import device_lock
-
-            with device_lock():  # not while another worker times a candidate on this GPU
-                _warm_up()
-        except Exception:  # noqa: BLE001 - the request will meet the same error and report it
-            traceback.print_exc()
+        _stand_by()
         line = sys.stdin.readline().strip()
         if not line:
             return 0  # the orchestrator went away without a request
