@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
+import statistics
 import sys
 import tempfile
 import time
@@ -56,21 +58,41 @@ def utilisation(timeline: list[dict], devices: list[int], wall: float) -> dict:
     }
 
 
-def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str], dict[str, int]]:
+STANDBY_LINE = re.compile(r"standby: host warm-up ([\d.]+) s; (?:device step done in ([\d.]+) s)?")
+
+
+def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str], dict]:
     start = time.perf_counter()
     verdicts = pool.map(problem, files)
     wall = time.perf_counter() - start
-    # What each worker's standby time had paid before its request (see sandbox/worker.py).
-    standby = {"device_step_done": 0, "device_step_left_to_request": 0, "cold": 0}
+    # What each worker's standby time had paid before its request (see sandbox/worker.py),
+    # and where an evaluation's seconds went (its phases; "build" includes waiting for the GPU).
+    standby = {"device_step_done": 0, "device_step_left_to_request": 0, "no_device": 0, "no_line": 0}
+    host_s, context_s = [], []
     for verdict in verdicts:
         tail = verdict.log_tail or ""
         if "device step done" in tail:
             standby["device_step_done"] += 1
         elif "device step is the request's" in tail:
             standby["device_step_left_to_request"] += 1
+        elif "standby: host warm-up" in tail:
+            standby["no_device"] += 1
         else:
-            standby["cold"] += 1
-    return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed], standby
+            standby["no_line"] += 1
+        if match := STANDBY_LINE.search(tail):
+            host_s.append(float(match.group(1)))
+            if match.group(2):
+                context_s.append(float(match.group(2)))
+    phases = {
+        name: round(statistics.median(v.phases.get(name, 0.0) for v in verdicts), 3) for name in ("build", "check", "time")
+    }
+    details = {
+        "standby": standby,
+        "standby_host_warm_up_median_s": round(statistics.median(host_s), 3) if host_s else None,
+        "standby_device_step_median_s": round(statistics.median(context_s), 3) if context_s else None,
+        "phase_medians_s": phases,
+    }
+    return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed], details
 
 
 def main() -> None:
@@ -107,7 +129,7 @@ def main() -> None:
                         pool = RayEvaluationPool(options, address="local")
                         pool.prewarm(problem)
                     try:
-                        wall, statuses, failures, standby = run_pass(pool, problem, files)
+                        wall, statuses, failures, details = run_pass(pool, problem, files)
                     finally:
                         pool.close()
                     row = {
@@ -120,7 +142,7 @@ def main() -> None:
                         "seconds_per_evaluation": wall / len(files),
                         "statuses": statuses,
                         "failures": failures,
-                        "standby": standby,
+                        **details,
                     }
                     if backend == "pool":
                         row.update(utilisation(pool.timeline, devices, wall))

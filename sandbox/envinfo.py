@@ -54,7 +54,11 @@ def collect(device: str) -> dict[str, Any]:
         else:
             info["toolkit"] = f"CUDA {torch.version.cuda} (torch)"
             info["compilers"]["nvcc"] = _first_line(["nvcc", "--version"])
+            # nvidia-smi ignores CUDA_VISIBLE_DEVICES: name this process's GPU by its UUID, so the
+            # query never goes to a GPU another worker is timing on.
+            uuid = getattr(props, "uuid", None)
+            gpu_id = f"GPU-{uuid}" if uuid else str(index)
             info["driver"] = _first_line(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={index}"]
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={gpu_id}"]
             )
     return info

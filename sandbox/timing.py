@@ -14,7 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -87,6 +87,27 @@ def _converged(samples: list[float], policy: TimingPolicy) -> bool:
         return False
     stderr = statistics.stdev(samples) / math.sqrt(n)
     return stderr / mean < policy.rel_stderr
+
+
+class HostSynced(NamedTuple):
+    """One whole-device-sync cross-check (microseconds, medians over `calls`)."""
+
+    returned_us: float
+    synced_us: float
+    evented_us: float
+    unexplained_us: float
+    calls: int
+
+    def suspicious(self) -> bool:
+        """More device time than the call's own return and its events explain."""
+        return self.unexplained_us > max(30.0, 0.1 * self.synced_us)
+
+    def describe(self) -> str:
+        return (
+            f"a call takes {self.synced_us:.1f} µs until the whole device is idle, but returns after "
+            f"{self.returned_us:.1f} µs and the timing events see {self.evented_us:.1f} µs in the same calls "
+            f"(median of {self.calls})"
+        )
 
 
 class Timer:
@@ -180,9 +201,10 @@ class Timer:
 
     def host_synced_median_us(
         self, fn: Callable[[Any], Any], prepare: Callable[[int], Any], calls: int = 5
-    ) -> tuple[float, float, float]:
-        """Medians of (time until the call returns, time until the whole device is idle, time the
-        current stream's events see), all three taken in the same calls.
+    ) -> HostSynced:
+        """Medians of the time until the call returns, the time until the whole device is idle and
+        the time the current stream's events see, all taken in the same calls, and the median of
+        what each call's device-idle time leaves unexplained by the other two.
 
         Work a candidate sends to another stream escapes the events on the
         current stream, but not a whole-device sync. The return time is the
@@ -207,4 +229,8 @@ class Timer:
             returned.append((t1 - t0) / 1e3)
             synced.append((t2 - t0) / 1e3)
             evented.append(_elapsed_time(begin, end) * 1e3)
-        return statistics.median(returned), statistics.median(synced), statistics.median(evented)
+        unexplained = [s - r - e for s, r, e in zip(synced, returned, evented, strict=True)]
+        return HostSynced(
+            statistics.median(returned), statistics.median(synced), statistics.median(evented),
+            statistics.median(unexplained), calls,
+        )

@@ -278,19 +278,24 @@ def _warm_host() -> None:
         _WARM.update(spec=spec, target=target, problem=bound)
 
 
-def _warm_device() -> None:
-    """Create the device context and read the device's description (no kernels)."""
+def _create_context() -> None:
+    """The device context and the BLAS library's handle: no kernel runs."""
     import torch
-
-    from sandbox import envinfo
 
     if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available():
         torch.cuda.init()
         torch.cuda.set_device(0)
         torch.cuda.current_blas_handle()  # loads cuBLAS (or hipBLAS) without a launch
-        _ENVIRONMENT.update(envinfo.collect("cuda:0"))
-    else:
-        _ENVIRONMENT.update(envinfo.collect("cpu"))
+
+
+def _describe_device() -> None:
+    """The verdict's environment (device properties, driver, toolkit): host-side queries."""
+    import torch
+
+    from sandbox import envinfo
+
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available()
+    _ENVIRONMENT.update(envinfo.collect("cuda:0" if gpu else "cpu"))
 
 
 def _request_waiting() -> bool:
@@ -307,23 +312,23 @@ def _stand_by() -> None:
         start = time.perf_counter()
         _warm_host()
         host_s = time.perf_counter() - start
+        # Creating the context and querying the driver touch the GPU: only while it is idle.
         with device_idle(give_up=_request_waiting) as idle:
             waited_s = time.perf_counter() - start - host_s
             if idle:
-                _warm_device()
+                _create_context()
+                _describe_device()
+            context_s = time.perf_counter() - start - host_s - waited_s
+        if device_key() is None:
+            _describe_device()
         # For the verdict's log tail: what start-up the request found already paid.
-        print(
-            f"standby: host warm-up {host_s:.2f} s; "
-            + (
-                "no device"
-                if device_key() is None
-                else f"device step done after waiting {waited_s:.2f} s for an idle device"
-                if idle
-                else "device busy until the request came: its device step is the request's"
-            ),
-            file=sys.stderr,
-            flush=True,
-        )
+        if device_key() is None:
+            device = "no device"
+        elif idle:
+            device = f"device step done in {context_s:.2f} s after waiting {waited_s:.2f} s for an idle device"
+        else:
+            device = "device busy until the request came: its device step is the request's"
+        print(f"standby: host warm-up {host_s:.2f} s; {device}", file=sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - the request will meet the same error and report it
         traceback.print_exc()
 
