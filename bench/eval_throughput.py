@@ -46,6 +46,15 @@ def batch(
     return spec.path, files
 
 
+def ray_slots(target: str) -> int:
+    """How many evaluations the Ray instance runs at once (its GPUs, or its CPU timing slots)."""
+    import ray
+
+    from sandbox.ray_pool import CPU_SLOT
+
+    return int(ray.cluster_resources().get("GPU" if target != "cpu" else CPU_SLOT, 1))
+
+
 def utilisation(timeline: list[dict], devices: list[int], wall: float) -> dict:
     """How busy each device slot was: its evaluations' seconds over the pass's wall time."""
     busy = {d: 0.0 for d in devices}
@@ -92,6 +101,7 @@ def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], 
         "standby_device_step_median_s": round(statistics.median(context_s), 3) if context_s else None,
         "phase_medians_s": phases,
     }
+    details["evaluation_s_sum"] = round(sum(v.wall_seconds or 0.0 for v in verdicts), 3)
     return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed], details
 
 
@@ -123,11 +133,13 @@ def main() -> None:
                     if backend == "pool":
                         pool = EvaluationPool(options, devices=devices, warm_workers=args.warm)
                         pool.prewarm(problem)
+                        slots = len(devices)
                     else:
                         from sandbox.ray_pool import RayEvaluationPool
 
                         pool = RayEvaluationPool(options, address="local")
                         pool.prewarm(problem)
+                        slots = ray_slots(args.target)
                     try:
                         wall, statuses, failures, details = run_pass(pool, problem, files)
                     finally:
@@ -146,10 +158,16 @@ def main() -> None:
                     }
                     if backend == "pool":
                         row.update(utilisation(pool.timeline, devices, wall))
+                    # Slot time spent on anything but the evaluations themselves (dispatch, task
+                    # transfer, worker start, gaps), per evaluation: the evaluations' own noise cancels.
+                    row["overhead_per_evaluation_s"] = round(
+                        (wall * slots - details["evaluation_s_sum"]) / len(files), 3
+                    )
                     results.append(row)
                     print(
                         f"{backend} {gpus}: {wall:.1f} s, {row['per_minute']:.1f} evaluations/min, "
-                        f"ok {statuses.count('ok')}/{len(statuses)} busy {row.get('utilisation')} {[m[:300] for m in failures]}"
+                        f"ok {statuses.count('ok')}/{len(statuses)} busy {row.get('utilisation')} "
+                        f"overhead/eval {row['overhead_per_evaluation_s']} s {[m[:300] for m in failures]}"
                     )
     save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
 
