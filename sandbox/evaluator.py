@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox import profiled, rocprof
 from sandbox.problem import load_problem
 from sandbox.verdict import Status, SubmissionInfo, Verdict
 
@@ -48,6 +49,9 @@ _ALLOWED_ENV = {
     "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
 }
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+PROFILER_FLUSH_S = 120.0  # how long a profiled worker may take to write its trace
 
 
 @dataclass
@@ -79,6 +83,8 @@ class EvalOptions:
     open_files: int = 4096
     isolate_network: bool = True  # where `unshare -n` works
     warm_workers: int = 1  # how many to keep ready: more when candidates arrive faster than start-up
+    # hip target: "auto" times under rocprofv3 where it is installed, "off" with device events.
+    profiler: str = "auto"
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -136,6 +142,8 @@ def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
     if options.mode != "build":
         # The worker binds the problem and exercises the harness before the request.
         extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
+    if profiled.profiler_for(options.target, options.mode, options.profiler):
+        extra["KS_PROFILED"] = "1"  # the worker names its calls; see sandbox/profiled.py
     extra["KS_OPEN_FILES"] = str(options.open_files)
     if options.isolate_network and network_isolation():
         extra["KS_NETWORK_ISOLATED"] = "1"
@@ -224,6 +232,8 @@ def evaluate(
     try:
         outcome = worker.run(request, options.limits, on_event, options.memory_limit_mb)
         log_tail = _tail(worker.log_path)
+        if outcome.result is not None and worker.profiler is not None:
+            profiled.apply_trace(outcome.result, worker.work / profiled.PROFILE_DIR, worker.profiler)
     finally:
         worker.retire()
     if options.keep_warm:
@@ -324,9 +334,13 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         self.read_fd = read_fd
         prefix = network_isolation() if env.get("KS_NETWORK_ISOLATED") else []
+        command = [sys.executable, "-m", "sandbox.worker", "--standby"]
+        self.profiler = rocprof.find_profiler() if env.get("KS_PROFILED") == "1" else None
+        if self.profiler is not None:
+            command = profiled.wrap_command(command, self.work / profiled.PROFILE_DIR, self.profiler)
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "sandbox.worker", "--standby"],
+                [*prefix, *command],
                 cwd=self.work,
                 env=dict(env, KS_EVENT_FD=str(write_fd)),
                 stdin=subprocess.PIPE,
@@ -407,6 +421,12 @@ class _Worker:
         finally:
             selector.close()
             if outcome.result is not None:
+                if self.profiler is not None:
+                    # The profiler writes its trace as the worker exits: wait for that.
+                    try:
+                        self.proc.wait(timeout=PROFILER_FLUSH_S)
+                    except subprocess.TimeoutExpired:
+                        log.warning("the profiled worker did not exit within %s s", PROFILER_FLUSH_S)
                 # The verdict is in: kill the group now (threads or children a
                 # candidate left behind die with it) and let retire() reap it,
                 # so device-context teardown does not delay the verdict.

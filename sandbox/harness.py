@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from sandbox import integrity
+from sandbox import integrity, roctx
 from sandbox.compare import Comparison, compare_outputs
 from sandbox.problem import Problem
 from sandbox.targets import TargetProfile
@@ -333,7 +333,8 @@ def time_shape(
             )
 
     _sync(device)
-    timer = Timer(device, policy)
+    label = problem.shape_label(params)
+    timer = Timer(device, policy, marker=roctx.call_marker(label))
     Guard.running = True
     try:
         stats = timer.run(kernel, prepare, verify, verify_every)
@@ -366,7 +367,8 @@ def time_shape(
             warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
             budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5,
         )
-        ref_stats = Timer(device, ref_policy).run(problem.reference, lambda i: ref_args[i % n_sets])
+        ref_timer = Timer(device, ref_policy, marker=roctx.reference_marker(label))
+        ref_stats = ref_timer.run(problem.reference, lambda i: ref_args[i % n_sets])
         result.reference = ref_stats.to_dict()
     flops, nbytes = problem.roofline.at(params)
     result.flops, result.bytes = flops, nbytes

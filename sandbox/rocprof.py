@@ -498,6 +498,12 @@ def timing_method() -> dict[str, str]:
             "note": "no rocprofv3 or rocprof installed: timed with device events around each call",
         }
     tool, path = found
+    if tool != "rocprofv3":
+        return {
+            "method": "device_events",
+            "note": f"only the legacy {tool} is installed ({path}); naming calls needs rocprofv3: "
+            "timed with device events around each call",
+        }
     return {"method": tool, "path": path, "note": f"kernel durations from {tool} ({path})"}
 
 

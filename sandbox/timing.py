@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from sandbox import roctx
+
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
 # Bound at import, before any candidate is loaded: a submission that patches
@@ -28,6 +30,8 @@ _record = torch.cuda.Event.record
 _synchronize = torch.cuda.synchronize
 _perf_counter = time.perf_counter
 _perf_counter_ns = time.perf_counter_ns
+# Likewise the ROCTx ranges (live only in a worker started under rocprofv3).
+_RANGES = roctx.ranges()
 
 
 @dataclass
@@ -113,10 +117,12 @@ class HostSynced(NamedTuple):
 class Timer:
     """Times calls of `fn(args)` for one argument set chosen per repetition."""
 
-    def __init__(self, device: str, policy: TimingPolicy) -> None:
+    def __init__(self, device: str, policy: TimingPolicy, marker: str | None = None) -> None:
+        """`marker`: the ROCTx range name for each timed call, when a profiler is listening."""
         self.device = device
         self.policy = policy
         self.cuda = device.startswith("cuda")
+        self.marker = marker
         self._flush: torch.Tensor | None = None
         if self.cuda:
             self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
@@ -154,18 +160,28 @@ class Timer:
             if calls >= 3 and self.policy.warmup_s <= 0:
                 break
         run = self._gpu if self.cuda else self._cpu
+        if self.cuda and self.marker is not None and _RANGES.active:
+            run = self._gpu_profiled
         return summarise(run(fn, prepare, verify, max(1, verify_every)))
 
     def _cpu(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
              verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
+        def timed(args: Any) -> tuple[float, Any]:
+            t0 = _perf_counter_ns()
+            out = fn(args)
+            return (_perf_counter_ns() - t0) / 1e3, out
+
+        return self._one_at_a_time(timed, prepare, verify, every)
+
+    def _one_at_a_time(self, timed: Callable[[Any], tuple[float, Any]], prepare: Callable[[int], Any],
+                       verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
+        """Repetitions of `timed(prepare(i))` -> (microseconds, output) until converged or out of budget."""
         samples: list[float] = []
         deadline = _perf_counter() + self.policy.budget_s
         while len(samples) < self.policy.max_reps:
             i = len(samples)
-            args = prepare(i)
-            t0 = _perf_counter_ns()
-            out = fn(args)
-            samples.append((_perf_counter_ns() - t0) / 1e3)
+            sample, out = timed(prepare(i))
+            samples.append(sample)
             done = _converged(samples, self.policy) or (_perf_counter() > deadline and len(samples) >= self.policy.min_reps) \
                 or len(samples) >= self.policy.max_reps
             if verify is not None and (i % every == 0 or done):
@@ -198,6 +214,29 @@ class Timer:
             if _converged(samples, self.policy) or (_perf_counter() > deadline and len(samples) >= self.policy.min_reps):
                 break
         return samples
+
+    def _gpu_profiled(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
+                      verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
+        """As `_gpu`, with each call alone in a named ROCTx range: the device is idle when the
+        range opens (flush and input refresh done) and again before it closes, so every kernel
+        the profiler sees inside the range is the candidate's, on any stream."""
+        marker = self.marker
+        assert marker is not None
+
+        def timed(args: Any) -> tuple[float, Any]:
+            self.flush_l2()
+            _synchronize(self.device)
+            begin = _Event(enable_timing=True)
+            end = _Event(enable_timing=True)
+            _RANGES.push(marker)
+            _record(begin)
+            out = fn(args)
+            _record(end)
+            _synchronize(self.device)
+            _RANGES.pop()
+            return _elapsed_time(begin, end) * 1e3, out
+
+        return self._one_at_a_time(timed, prepare, verify, every)
 
     def host_synced_median_us(
         self, fn: Callable[[Any], Any], prepare: Callable[[int], Any], calls: int = 5

@@ -61,7 +61,8 @@ class Block:
 sys.meta_path.insert(0, Block())
 import sandbox.worker, sandbox.harness, sandbox.problem, sandbox.native, sandbox.timing
 import sandbox.compare, sandbox.targets, sandbox.envinfo, sandbox.buildcache, sandbox.integrity
-import sandbox.static_analysis, sandbox.rocprof, sandbox.hip
+import sandbox.static_analysis, sandbox.rocprof, sandbox.hip, sandbox.roctx, sandbox.summary
+import sandbox.devicelock, sandbox.profiled
 print('ok')
 """
     out = subprocess.run(
