@@ -54,8 +54,12 @@ def eval_command(
     check_limit: float = typer.Option(300.0, help="Wall-clock limit of the check phase, seconds."),
     time_limit: float = typer.Option(600.0, help="Wall-clock limit of the timing phase, seconds."),
     gpu: int | None = typer.Option(None, help="GPU index to use (default: the first visible)."),
+    profiler: str = typer.Option("auto", help="hip target: 'auto' times under rocprofv3 where installed; 'off'."),
 ) -> None:
     """Build, check and time one submission, and print its verdict."""
+    if profiler not in ("auto", "off"):
+        console.print(f"[red]error:[/red] --profiler must be auto or off, not {profiler!r}")
+        raise typer.Exit(2)
     try:
         spec = load_problem(problem, target)
         if submission is None:
@@ -74,6 +78,7 @@ def eval_command(
         timing={"budget_s": budget},
         time_reference=not no_reference,
         gpu=gpu,
+        profiler=profiler,
     )
     with console.status("starting worker") as status:
 

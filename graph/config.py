@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -37,6 +37,9 @@ class SandboxSettings(BaseModel):
     cpu_slots: int = Field(default=1, ge=1, description="Concurrent timings on the CPU target.")
     build_workers: int | None = None
     cluster: str | None = Field(default=None, description="Ray: ray://HOST:PORT, auto, or local; None: local pool.")
+    profiler: Literal["auto", "off"] = Field(
+        default="auto", description="hip target: time under rocprofv3 where installed (auto), or with device events."
+    )
     cluster_resources: dict[str, float] = Field(
         default_factory=dict, description="Ray resources each evaluation needs, e.g. {'gfx942': 1}."
     )

@@ -71,6 +71,7 @@ class RunEvaluator:
             target=target,
             limits=PhaseLimits(build=settings.build_limit_s, check=settings.check_limit_s, time=settings.time_limit_s),
             timing={"budget_s": settings.timing_budget_s},
+            profiler=settings.profiler,
         )
         if settings.cluster:
             from sandbox.ray_pool import RayEvaluationPool

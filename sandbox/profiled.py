@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import rocprof, roctx
-from sandbox.summary import summarise_benchmarks
+from sandbox.summary import summarise, summarise_benchmarks
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +103,15 @@ def apply_trace(result: dict[str, Any], trace_dir: Path, profiler: tuple[str, st
                 problems.append(f"{shape}: the reference's calls are not in the trace")
                 continue
             reference = statistics.median(ref_calls)
+        stats = summarise(calls).to_dict()
+        events = {key: entry[key] for key in stats if key in entry}
         entry["profiler"] = {
             "tool": tool,
             "method": method,
-            "calls": len(calls),
-            "median_us": median,
-            "min_us": min(calls),
-            "max_us": max(calls),
-            "events_median_us": entry["median_us"],
+            "events": events,  # the device events' figures of the same calls, for comparison
             "reference_events_median_us": entry.get("reference_median_us"),
         }
-        entry["median_us"] = median
+        entry.update(stats)
         if reference is not None:
             entry["reference_median_us"] = reference
             entry["speedup"] = reference / median

@@ -86,5 +86,10 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
                 _num(s.reference_geomean_us, "{:,.1f}"), _num(s.speedup, "{:.2f}×"), _num(s.pct_sol_geomean, "{:.1f}"),
             )
         console.print(table)
+        method = verdict.timing_method or {}
+        if method:
+            console.print(f"[dim]timed with {method.get('method')}: {method.get('note', '')}[/dim]")
+            for problem_line in method.get("problems") or []:
+                console.print(f"[yellow]profiler:[/yellow] {problem_line}")
     if verdict.status not in (Status.ok, Status.built) and verdict.errors:
         console.print(Panel(verdict.errors[-1][-1500:], title="error", style="red", expand=False))

@@ -1,9 +1,12 @@
-"""A result's summary over its benchmark shapes (geometric means), shared by the worker and by
-the orchestrator when a profiler's trace replaces the events' figures. Standard library only."""
+"""Statistics of timings: over one shape's repetitions, and over a result's shapes (geometric
+means). Shared by the worker and by the orchestrator when a profiler's trace replaces the
+events' figures. Standard library only."""
 
 from __future__ import annotations
 
 import math
+import statistics
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -27,3 +30,38 @@ def summarise_benchmarks(benchmarks: list[dict[str, Any]]) -> dict[str, Any]:
         "speedup": ref_geo / geo if ref_geo and geo else None,
         "pct_sol_geomean": geomean(sols) if sols and all(sols) else None,
     }
+
+
+@dataclass
+class TimingStats:
+    reps: int
+    median_us: float
+    mean_us: float
+    std_us: float
+    stderr_us: float
+    min_us: float
+    max_us: float
+    p25_us: float
+    p75_us: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarise(samples_us: list[float]) -> TimingStats:
+    ordered = sorted(samples_us)
+    n = len(ordered)
+    mean = statistics.fmean(ordered)
+    std = statistics.stdev(ordered) if n > 1 else 0.0
+    quartiles = statistics.quantiles(ordered, n=4) if n > 1 else [ordered[0]] * 3
+    return TimingStats(
+        reps=n,
+        median_us=statistics.median(ordered),
+        mean_us=mean,
+        std_us=std,
+        stderr_us=std / math.sqrt(n) if n > 1 else 0.0,
+        min_us=ordered[0],
+        max_us=ordered[-1],
+        p25_us=quartiles[0],
+        p75_us=quartiles[2],
+    )

@@ -13,12 +13,13 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 
 from sandbox import roctx
+from sandbox.summary import TimingStats, summarise
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
@@ -45,41 +46,6 @@ class TimingPolicy:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> TimingPolicy:
         return cls(**(data or {}))
-
-
-@dataclass
-class TimingStats:
-    reps: int
-    median_us: float
-    mean_us: float
-    std_us: float
-    stderr_us: float
-    min_us: float
-    max_us: float
-    p25_us: float
-    p75_us: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def summarise(samples_us: list[float]) -> TimingStats:
-    ordered = sorted(samples_us)
-    n = len(ordered)
-    mean = statistics.fmean(ordered)
-    std = statistics.stdev(ordered) if n > 1 else 0.0
-    quartiles = statistics.quantiles(ordered, n=4) if n > 1 else [ordered[0]] * 3
-    return TimingStats(
-        reps=n,
-        median_us=statistics.median(ordered),
-        mean_us=mean,
-        std_us=std,
-        stderr_us=std / math.sqrt(n) if n > 1 else 0.0,
-        min_us=ordered[0],
-        max_us=ordered[-1],
-        p25_us=quartiles[0],
-        p75_us=quartiles[2],
-    )
 
 
 def _converged(samples: list[float], policy: TimingPolicy) -> bool:

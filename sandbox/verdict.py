@@ -100,6 +100,8 @@ class BenchmarkResult(BaseModel):
     sol_us: float | None = None
     pct_sol: float | None = None
     host_synced_us: float | None = None
+    # Where a profiler timed the calls (sandbox/profiled.py): its tool and the events' figures.
+    profiler: dict[str, Any] | None = None
 
 
 class Summary(BaseModel):

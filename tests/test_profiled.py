@@ -21,6 +21,7 @@ import pytest
 
 from sandbox import profiled, rocprof, roctx
 from sandbox.summary import summarise_benchmarks
+from sandbox.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_HEADER = [
@@ -83,7 +84,9 @@ def worker_result(shapes: dict[str, tuple[float, float]], reps: int = 3) -> dict
     for shape, (median, reference) in shapes.items():
         benchmarks.append(
             {
-                "shape": shape, "reps": reps, "median_us": median, "reference_median_us": reference,
+                "params": {"m": shape}, "shape": shape, "reps": reps, "median_us": median, "mean_us": median,
+                "std_us": 1.0, "stderr_us": 0.5, "min_us": median - 1, "max_us": median + 1,
+                "p25_us": median - 0.5, "p75_us": median + 0.5, "reference_median_us": reference,
                 "speedup": reference / median, "sol_us": 10.0, "pct_sol": 1000.0 / median,
             }
         )
@@ -122,13 +125,17 @@ def test_trace_figures_replace_the_events(tmp_path: Path) -> None:
     small, large = result["benchmarks"]
     # Per call: the sum of its own kernels; the median over calls. Launch gaps are not counted.
     assert small["median_us"] == pytest.approx(108.0) and large["median_us"] == pytest.approx(800.0)
-    assert small["profiler"]["events_median_us"] == 115.0 and small["profiler"]["calls"] == 3
+    assert small["profiler"]["events"]["median_us"] == 115.0 and small["reps"] == 3
+    assert small["min_us"] == pytest.approx(107.0) and small["max_us"] == pytest.approx(110.0)
     assert small["reference_median_us"] == pytest.approx(305.0)
     assert small["speedup"] == pytest.approx(305.0 / 108.0)
     assert large["pct_sol"] == pytest.approx(100.0 * 10.0 / 800.0)
     assert result["summary"]["geomean_us"] == pytest.approx((108.0 * 800.0) ** 0.5)
     method = result["timing_method"]
     assert method["method"] == "rocprofv3" and "2 of 2 shapes" in method["note"] and not method["problems"]
+    # The verdict keeps the trace's figures and the events' beside them.
+    verdict = Verdict.model_validate(dict(result, target="hip", submission={"path": "s.py", "sha256": "0"}))
+    assert verdict.benchmarks[0].profiler["events"]["median_us"] == 115.0
 
 
 def test_a_trace_that_does_not_match_the_calls_leaves_the_events(tmp_path: Path) -> None:
@@ -141,7 +148,7 @@ def test_a_trace_that_does_not_match_the_calls_leaves_the_events(tmp_path: Path)
     before = copy.deepcopy(result["benchmarks"][1])
     profiled.apply_trace(result, folder, PROFILER)
     assert result["benchmarks"][1] == before
-    assert result["benchmarks"][0]["profiler"]["calls"] == 3
+    assert result["benchmarks"][0]["profiler"]["tool"] == "rocprofv3"
     assert any("4 named calls in the trace, 3 timed" in p for p in result["timing_method"]["problems"])
 
 
