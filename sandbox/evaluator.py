@@ -140,7 +140,7 @@ def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
     else:
         extra["CUDA_VISIBLE_DEVICES"] = ""
     if options.mode != "build":
-        # The worker binds the problem and exercises the harness before the request.
+        # The worker imports torch and binds the problem before the request.
         extra.update(KS_WARM_PROBLEM=problem_ref, KS_WARM_TARGET=options.target)
     if profiled.profiler_for(options.target, options.mode, options.profiler):
         extra["KS_PROFILED"] = "1"  # the worker names its calls; see sandbox/profiled.py
@@ -232,8 +232,8 @@ def evaluate(
     try:
         outcome = worker.run(request, options.limits, on_event, options.memory_limit_mb)
         log_tail = _tail(worker.log_path)
-        if outcome.result is not None and worker.profiler is not None:
-            profiled.apply_trace(outcome.result, worker.work / profiled.PROFILE_DIR, worker.profiler)
+        if outcome.result is not None and worker.profiler is not None and worker.trace_dir is not None:
+            profiled.apply_trace(outcome.result, worker.trace_dir, worker.profiler)
     finally:
         worker.retire()
     if options.keep_warm:
@@ -336,8 +336,11 @@ class _Worker:
         prefix = network_isolation() if env.get("KS_NETWORK_ISOLATED") else []
         command = [sys.executable, "-m", "sandbox.worker", "--standby"]
         self.profiler = rocprof.find_profiler() if env.get("KS_PROFILED") == "1" else None
-        if self.profiler is not None:
-            command = profiled.wrap_command(command, self.work / profiled.PROFILE_DIR, self.profiler)
+        # The trace goes outside the candidate's working folder, where it would be easiest to forge.
+        self._trace_dir = tempfile.TemporaryDirectory(prefix="ks-trace-") if self.profiler else None
+        self.trace_dir = Path(self._trace_dir.name) if self._trace_dir else None
+        if self.profiler is not None and self.trace_dir is not None:
+            command = profiled.wrap_command(command, self.trace_dir, self.profiler)
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(
                 [*prefix, *command],
@@ -456,6 +459,8 @@ class _Worker:
         except OSError:
             pass
         self._dir.cleanup()
+        if self._trace_dir is not None:
+            self._trace_dir.cleanup()
 
 
 def _env_key(env: dict[str, str]) -> str:

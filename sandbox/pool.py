@@ -46,7 +46,7 @@ class EvaluationPool:
     ) -> None:
         # Workers wait, warmed up, on each device (and for builds) for the next
         # candidate: start-up (importing torch, a device context) takes seconds.
-        # Not on the CPU target: a standby worker warms up (imports torch, runs the reference)
+        # Not on the CPU target: a standby worker warms up (imports torch, loads the reference)
         # while it waits, which would take the cores a CPU timing measures.
         keep_warm = keep_warm and options.target != "cpu"
         # Builds in their own workers, beside the timings: for GPUs. On the CPU target a build

@@ -25,7 +25,6 @@ from sandbox.summary import summarise, summarise_benchmarks
 
 log = logging.getLogger(__name__)
 
-PROFILE_DIR = "profile"
 # The trace's kernels exclude launch gaps, which events include: a call whose kernels sum to
 # less than this share of its events' time lost kernels to something, so the events stay.
 MIN_SHARE_OF_EVENTS = 0.5
