@@ -149,9 +149,12 @@ def test_an_invented_number_is_sent_back(mixed: tuple[RunHandle, Archive]) -> No
     def answer_from_kernel(messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
         return f"[{best.id}] runs at {field_value(last_tool_output(messages), 'geometric mean')}."
 
+    # The run's figures are measured live, and a plain decimal such as 9.87 can match one of
+    # them after a unit change (987 µs, 98.7%). Numbers written with an exponent match only
+    # their own scale, so these can come from no source.
     model = ScriptedChatModel(
         script=[
-            f"[{best.id}] runs at 1234.5 µs, 9.87x faster than the seed.",
+            f"[{best.id}] runs at 7.77e+17 µs, 3.33e+15x faster than the seed.",
             {"tool": "kernel", "args": {"kernel_id": best.id}},
             answer_from_kernel,
         ]
@@ -161,13 +164,13 @@ def test_an_invented_number_is_sent_back(mixed: tuple[RunHandle, Archive]) -> No
     assert turn.revised and turn.ungrounded == []
     assert turn.text == f"[{best.id}] runs at {num(best.geomean_us)} µs."
     check = model.requests[1].messages[-1].text
-    assert "1234.5, 9.87" in check and "appear in no tool result" in check
-    assert notices == ["numbers not found in the run's data: 1234.5, 9.87; asking again"]
+    assert "7.77e+17, 3.33e+15" in check and "appear in no tool result" in check
+    assert notices == ["numbers not found in the run's data: 7.77e+17, 3.33e+15; asking again"]
     # A model that insists is answered once, and the turn says which numbers have no source;
     # a number the user gave is a source.
-    stubborn = ScriptedChatModel(script=["It takes 1234.5 µs, under your 5000 µs.", "Still 1234.5 µs."])
+    stubborn = ScriptedChatModel(script=["It takes 6.02e+23 µs, under your 5000 µs.", "Still 6.02e+23 µs."])
     turn = ChatSession(handle, archive, stubborn).ask("Is it under 5000 µs?")
-    assert turn.ungrounded == ["1234.5"] and len(stubborn.requests) == 2
+    assert turn.ungrounded == ["6.02e+23"] and len(stubborn.requests) == 2
 
 
 def test_chat_command_streams_through_an_openai_compatible_server(mixed: tuple[RunHandle, Archive]) -> None:
