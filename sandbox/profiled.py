@@ -82,7 +82,7 @@ def apply_trace(result: dict[str, Any], trace_dir: Path, profiler: tuple[str, st
         }
         return
     problems: list[str] = []
-    applied = 0
+    updates: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for entry in benchmarks:
         shape = entry["shape"]
         calls, method = _calls_us(trace, roctx.call_marker(shape))
@@ -94,38 +94,40 @@ def apply_trace(result: dict[str, Any], trace_dir: Path, profiler: tuple[str, st
         if entry.get("sol_us") and median < entry["sol_us"]:
             problems.append(f"{shape}: the trace's {median:.2f} µs is under the speed of light")
             continue
-        reference: float | None = None
+        stats = summarise(calls).to_dict()
+        update: dict[str, Any] = dict(stats)
+        update["profiler"] = {
+            "tool": tool,
+            "method": method,
+            "events": {key: entry[key] for key in stats if key in entry},  # the same calls, by events
+            "reference_events_median_us": entry.get("reference_median_us"),
+        }
         if entry.get("reference_median_us"):
             # A speed-up compares like with like: both from the trace, or both from events.
             ref_calls, _ = _calls_us(trace, roctx.reference_marker(shape))
             if not ref_calls or any(d <= 0 for d in ref_calls):
                 problems.append(f"{shape}: the reference's calls are not in the trace")
                 continue
-            reference = statistics.median(ref_calls)
-        stats = summarise(calls).to_dict()
-        events = {key: entry[key] for key in stats if key in entry}
-        entry["profiler"] = {
-            "tool": tool,
-            "method": method,
-            "events": events,  # the device events' figures of the same calls, for comparison
-            "reference_events_median_us": entry.get("reference_median_us"),
-        }
-        entry.update(stats)
-        if reference is not None:
-            entry["reference_median_us"] = reference
-            entry["speedup"] = reference / median
+            update["reference_median_us"] = statistics.median(ref_calls)
+            update["speedup"] = update["reference_median_us"] / median
         if entry.get("sol_us"):
-            entry["pct_sol"] = 100.0 * entry["sol_us"] / median
-        applied += 1
-    result["summary"] = summarise_benchmarks(benchmarks)
-    if applied:
-        note = f"kernel durations from {tool} ({path}), summed per named call: {applied} of {len(benchmarks)} shapes"
-        result["timing_method"] = {"method": tool, "path": path, "note": note, "problems": problems}
-    else:
+            update["pct_sol"] = 100.0 * entry["sol_us"] / median
+        updates.append((entry, update))
+    if problems:
+        # All shapes from one method: a geomean of trace and event figures would favour nobody fairly.
         result["timing_method"] = {
             "method": "device_events",
-            "note": f"{tool}'s trace did not match the timed calls: timed with device events",
+            "note": f"{tool}'s trace did not match the timed calls: every shape timed with device events",
             "problems": problems,
         }
-    if problems:
         log.warning("profiler trace: %s", "; ".join(problems))
+        return
+    for entry, update in updates:
+        entry.update(update)
+    result["summary"] = summarise_benchmarks(benchmarks)
+    result["timing_method"] = {
+        "method": tool,
+        "path": path,
+        "note": f"kernel durations from {tool} ({path}), summed per named call, on every shape",
+        "problems": [],
+    }
