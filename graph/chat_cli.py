@@ -22,7 +22,7 @@ from graph.approval import pending_plans
 from graph.archive import Archive
 from graph.chat import ChatSession
 from graph.config import ConfigError, load_llm_settings
-from graph.runs import RunError, RunHandle, default_runs_dir, open_run
+from graph.runs import RunError, RunHandle, default_runs_dir, lazy_knowledge, open_run
 
 log = logging.getLogger(__name__)
 console = Console()
@@ -48,24 +48,6 @@ def latest_run(runs_dir: Path | None) -> str:
     if not runs:
         raise RunError(f"no runs in {root}; start one with `kernel-scientist run PROBLEM`")
     return str(max(runs, key=lambda d: (d / "archive.sqlite").stat().st_mtime))
-
-
-def lazy_knowledge(path: str | None) -> Callable[[], Any]:
-    opened: dict[str, Any] = {}
-
-    def get() -> Any:
-        if "kb" not in opened:
-            try:
-                from knowledge import KnowledgeBase
-
-                with console.status("opening the knowledge base"):
-                    opened["kb"] = KnowledgeBase(path)
-            except Exception as exc:  # the chat goes on without literature
-                log.warning("knowledge base unavailable: %s", exc)
-                opened["kb"] = None
-        return opened["kb"]
-
-    return get
 
 
 def as_markdown(text: str) -> Markdown:
@@ -201,7 +183,9 @@ def chat_command(
         except Exception as exc:  # e.g. no API key: the /commands still work
             console.print(f"[yellow]no chat model:[/yellow] {exc}")
             config = None
-    kb = None if no_kb else lazy_knowledge(knowledge or handle.config.knowledge)
+    kb = None if no_kb else lazy_knowledge(
+        knowledge or handle.config.knowledge, lambda: console.status("opening the knowledge base")
+    )
     archive = Archive(handle.archive_path)
     session = ChatSession(handle, archive, chat_model, config, knowledge=kb, launcher=ProcessLauncher())
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -13,9 +15,24 @@ from graph import control
 from graph.approval import pending_plans
 from graph.archive import Archive
 from graph.run_data import baselines, num, plan_title, ratio
-from graph.runs import RunError, open_run
+from graph.runs import RunError, RunHandle, open_run
 
 console = Console()
+
+
+@contextmanager
+def opened_run(run: str, runs_dir: Path | None) -> Iterator[tuple[RunHandle, Archive]]:
+    """The run and its archive (closed after), or exit 2 with the reason."""
+    try:
+        handle = open_run(run, runs_dir)
+    except RunError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    archive = Archive(handle.archive_path)
+    try:
+        yield handle, archive
+    finally:
+        archive.close()
 
 
 def report_command(
@@ -26,17 +43,8 @@ def report_command(
     """Write a self-contained HTML report of a run and its figures as PNG files."""
     from graph.report import write_report  # matplotlib loads only for this command
 
-    try:
-        handle = open_run(run, runs_dir)
-    except RunError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    archive = Archive(handle.archive_path)
-    try:
-        with console.status("drawing the figures"):
-            files = write_report(archive, handle.run_id, handle.config.target, out or handle.run_dir / "report")
-    finally:
-        archive.close()
+    with opened_run(run, runs_dir) as (handle, archive), console.status("drawing the figures"):
+        files = write_report(archive, handle.run_id, handle.config.target, out or handle.run_dir / "report")
     console.print(f"report written to {files.html}")
     console.print(f"figures: {', '.join(str(p) for p in files.figures.values())}")
 
@@ -47,13 +55,7 @@ def status_command(
     runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
 ) -> None:
     """A run's state and a compact leaderboard, at any time (also while it runs)."""
-    try:
-        handle = open_run(run, runs_dir)
-    except RunError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    archive = Archive(handle.archive_path)
-    try:
+    with opened_run(run, runs_dir) as (handle, archive):
         state = control.run_status(archive)
         best, seed = archive.best(), archive.seed()
         base = baselines(archive)
@@ -84,8 +86,6 @@ def status_command(
             titles = "; ".join(f"{p['id']} {p['plan'].get('title', '')}" for p in pending["plans"])
             console.print(f"[yellow]generation {pending['generation']} awaits approval:[/yellow] {titles}")
         console.print(compact_leaderboard(archive, limit))
-    finally:
-        archive.close()
 
 
 def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:

@@ -13,6 +13,7 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -152,7 +153,7 @@ def build_context(
     if knowledge is not None:
         knowledge_factory = lambda: knowledge  # noqa: E731
     elif config.knowledge_enabled and llms["researcher"] is not None:
-        knowledge_factory = _lazy_knowledge(config.knowledge)
+        knowledge_factory = lazy_knowledge(config.knowledge)
 
     ctx = RunContext(
         run_id=handle.run_id,
@@ -183,7 +184,11 @@ def replay_chat_models(archive: Archive, config: RunConfig) -> dict[str, Any]:
     return {role: ReplayChatModel.from_calls(calls, role) for role in ROLES if config.llm.for_role(role)}
 
 
-def _lazy_knowledge(path: str | None) -> Callable[[], Any]:
+def lazy_knowledge(
+    path: str | None, opening: Callable[[], AbstractContextManager[Any]] = nullcontext
+) -> Callable[[], Any]:
+    """Opens the knowledge base on first use (loading the embedding model takes seconds), once;
+    `opening` wraps the opening (a progress display). Without it the run or chat goes on."""
     opened: dict[str, Any] = {}
 
     def get() -> Any:
@@ -191,7 +196,8 @@ def _lazy_knowledge(path: str | None) -> Callable[[], Any]:
             try:
                 from knowledge import KnowledgeBase
 
-                opened["kb"] = KnowledgeBase(path)
+                with opening():
+                    opened["kb"] = KnowledgeBase(path)
             except Exception as exc:  # the run goes on without literature
                 log.warning("knowledge base unavailable: %s", exc)
                 opened["kb"] = None

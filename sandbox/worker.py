@@ -273,11 +273,17 @@ def _warm_host() -> None:
         _WARM.update(spec=spec, target=target, problem=bound)
 
 
+def _has_gpu() -> bool:
+    import torch
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available()
+
+
 def _create_context() -> None:
     """The device context and the BLAS library's handle: no kernel runs."""
     import torch
 
-    if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available():
+    if _has_gpu():
         torch.cuda.init()
         torch.cuda.set_device(0)
         torch.cuda.current_blas_handle()  # loads cuBLAS (or hipBLAS) without a launch
@@ -285,12 +291,9 @@ def _create_context() -> None:
 
 def _describe_device() -> None:
     """The verdict's environment (device properties, driver, toolkit): host-side queries."""
-    import torch
-
     from sandbox import envinfo
 
-    gpu = os.environ.get("CUDA_VISIBLE_DEVICES") != "" and torch.cuda.is_available()
-    _ENVIRONMENT.update(envinfo.collect("cuda:0" if gpu else "cpu"))
+    _ENVIRONMENT.update(envinfo.collect("cuda:0" if _has_gpu() else "cpu"))
 
 
 def _request_waiting() -> bool:
