@@ -31,7 +31,7 @@ def do_bench_child(problem_name: str, submission: str) -> None:
     import torch
     import triton.testing
 
-    from sandbox.harness import clone_data
+    from sandbox.judge.checks import clone as clone_data
     from sandbox.problem import load_problem
 
     problem = load_problem(problem_name, "cuda")

@@ -81,10 +81,22 @@ class CacheEntry:
     def record(self, ok: bool, log: str, seconds: float, command: list[str]) -> None:
         self.log_file.write_text(log)
         tmp = self.status_file.with_suffix(".tmp")
+        digest = _file_sha256(self.library) if ok else None
         tmp.write_text(
-            json.dumps({"ok": ok, "seconds": seconds, "command": command})
+            json.dumps({"ok": ok, "seconds": seconds, "command": command, "sha256": digest})
         )
         os.replace(tmp, self.status_file)
+
+    def intact(self) -> bool:
+        """The library exists and still has the hash recorded when it was built.
+
+        A library replaced after its build (by anything that could write the cache) is not
+        loaded: the caller rebuilds it.
+        """
+        status = self.status()
+        if not status or not self.library.exists():
+            return False
+        return bool(status.get("sha256")) and _file_sha256(self.library) == status["sha256"]
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -99,3 +111,11 @@ class CacheEntry:
 
 def entry(key: str) -> CacheEntry:
     return CacheEntry(key=key, path=cache_root() / key)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

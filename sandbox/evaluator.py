@@ -1,11 +1,12 @@
-"""Run one candidate in its own worker process and turn the outcome into a Verdict.
+"""Run one evaluation in its own judge process and turn the outcome into a Verdict.
 
-The orchestrator never imports a candidate. Each evaluation starts
-`python -m sandbox.worker` in a new process group, in a temporary folder,
-with a scrubbed environment (no keys or tokens), and enforces a wall-clock
-limit per phase (build, check, time): past it, the whole group is killed.
-A worker that dies without reporting (segfault, abort, out of memory) gives
-a `crash` verdict with its signal and the tail of its log.
+The orchestrator never imports a candidate, and neither does the judge it starts:
+`python -m sandbox.judge` (a new process group, a temporary folder, a scrubbed
+environment with no keys or tokens) owns the verdict and runs the candidate in a runner
+process inside an OS sandbox (sandbox/judge/). Here, from outside both, the orchestrator
+enforces a backstop wall-clock limit per phase and the memory limit over the judge and
+every process below it; past either, all of them are killed. A judge that dies without
+reporting gives a `crash` verdict with its signal and the tail of its log.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import profiled, rocprof
+from sandbox.judge.procs import descendants
 from sandbox.problem import load_problem
 from sandbox.verdict import Status, SubmissionInfo, Verdict
 
@@ -51,7 +53,10 @@ _ALLOWED_ENV = {
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
-PROFILER_FLUSH_S = 120.0  # how long a profiled worker may take to write its trace
+PROFILER_FLUSH_S = 120.0
+# The judge enforces each phase's limit itself and reports the timeout; the orchestrator's
+# limit is a backstop for a judge that cannot (a hung device call), a little later.
+BACKSTOP_GRACE_S = 20.0  # how long a profiled worker may take to write its trace
 
 
 @dataclass
@@ -85,6 +90,9 @@ class EvalOptions:
     warm_workers: int = 1  # how many to keep ready: more when candidates arrive faster than start-up
     # hip target: "auto" times under rocprofv3 where it is installed, "off" with device events.
     profiler: str = "auto"
+    # Timed inputs built in the runner from two sets it holds (True), or written by the judge for every
+    # call (False); None: the runner builds them on GPUs, the judge on the CPU (sandbox/judge/checks.py).
+    resident_inputs: bool | None = None
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -170,11 +178,11 @@ def protections(options: EvalOptions) -> dict[str, Any]:
         "phase_limits_s": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
         "scrubbed_environment": True,
         "temporary_directory": True,
+        "judge_outside_candidate": True,
         "network": "isolated (unshare -n)" if options.isolate_network and network_isolation() else "not isolated",
         "memory_limit_mb": options.memory_limit_mb,
         "open_files_limit": options.open_files,
-        "timers_bound_before_import": True,
-        "static_scan": True,
+        "static_scan": "advisory",
     }
 
 
@@ -226,12 +234,14 @@ def evaluate(
         "time_reference": options.time_reference,
         "input_sets": options.input_sets,
         "threads": options.threads,
+        "limits": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
+        "resident_inputs": options.resident_inputs,
     }
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)
     try:
         outcome = worker.run(request, options.limits, on_event, options.memory_limit_mb)
-        log_tail = _tail(worker.log_path)
+        log_tail = _tail(worker.log_path) + _tail(worker.work / "runner.log")
         if outcome.result is not None and worker.profiler is not None and worker.trace_dir is not None:
             profiled.apply_trace(outcome.result, worker.trace_dir, worker.profiler)
     finally:
@@ -246,7 +256,7 @@ def evaluate(
         payload = dict(outcome.result)
         payload.update(base)
         payload.setdefault("integrity", {})
-        payload["integrity"]["protections"] = guards
+        payload["integrity"]["protections"] = guards | dict(payload["integrity"].get("protections") or {})
         return Verdict.model_validate(payload)
     base["integrity"] = {"protections": guards}
     if outcome.memory_mb is not None:
@@ -298,18 +308,16 @@ class _Outcome:
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process in a process group, in MB."""
+def tree_rss_mb(root: int) -> float:
+    """Resident memory of a process and every process below it, in MB.
+
+    The runner starts its own session (and a candidate may start more), so a process
+    group would miss them; the judge is their subreaper, so orphans stay below it.
+    """
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in [root, *descendants(root)]:
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:  # fields after the name: state, ppid, pgrp
-                continue
-            with open(f"/proc/{entry}/statm") as statm:
+            with open(f"/proc/{pid}/statm") as statm:
                 total += int(statm.read().split()[1]) * _PAGE
         except (OSError, ValueError, IndexError):
             continue
@@ -317,10 +325,17 @@ def group_rss_mb(pgid: int) -> float:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the judge's group and every process below the judge, whatever its session."""
+    below = descendants(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _Worker:
@@ -334,7 +349,7 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         self.read_fd = read_fd
         prefix = network_isolation() if env.get("KS_NETWORK_ISOLATED") else []
-        command = [sys.executable, "-m", "sandbox.worker", "--standby"]
+        command = [sys.executable, "-m", "sandbox.judge", "--standby"]
         self.profiler = rocprof.find_profiler() if env.get("KS_PROFILED") == "1" else None
         # The trace goes outside the candidate's working folder, where it would be easiest to forge.
         self._trace_dir = tempfile.TemporaryDirectory(prefix="ks-trace-") if self.profiler else None
@@ -373,7 +388,7 @@ class _Worker:
         request_path.write_text(json.dumps(request))
         outcome = _Outcome()
         phase = "build"  # start-up not yet done and imports count against the build phase
-        deadline = time.monotonic() + limits.for_phase(phase)
+        deadline = time.monotonic() + limits.for_phase(phase) + BACKSTOP_GRACE_S
         phase_started = time.monotonic()
         try:
             assert self.proc.stdin is not None
@@ -392,7 +407,7 @@ class _Worker:
                     _kill_group(self.proc)
                     break
                 if memory_limit_mb:
-                    used = group_rss_mb(self.proc.pid)
+                    used = tree_rss_mb(self.proc.pid)
                     if used > memory_limit_mb:
                         outcome.memory_mb = used
                         outcome.last_phase = phase
@@ -416,7 +431,7 @@ class _Worker:
                         outcome.phases[phase] = round(now - phase_started, 4)
                         phase, phase_started = str(event["phase"]), now
                         outcome.last_phase = phase
-                        deadline = now + limits.for_phase(phase)
+                        deadline = now + limits.for_phase(phase) + BACKSTOP_GRACE_S
                     if "result" in event:
                         outcome.result = event["result"]
                     if on_event is not None:

@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from sandbox.shared import HARNESS_OPS
+
 PROBLEMS_DIR = Path(__file__).resolve().parent.parent / "problems"
 
 # Modules a GPU MODE problem brings under these top-level names.
@@ -139,6 +141,8 @@ class Problem:
     seeds: dict[str, Path] = field(default_factory=dict)
     # What candidates may do (forbidden library operators, threads): integrity.Policy fields.
     integrity: dict[str, Any] = field(default_factory=dict)
+    # Value patterns every kernel must handle (sandbox/judge/checks.apply_values), checked on every test shape.
+    adversarial: list[dict[str, Any]] = field(default_factory=list)
     # Set by bind(): the loaded reference functions.
     _generate: Callable[..., Any] | None = None
     _reference: Callable[[Any], Any] | None = None
@@ -260,8 +264,34 @@ def load_gpumode(directory: Path, target: str | None = None) -> Problem:
         ),
         targets=sorted({t.split(":")[0] for t in seeds}) or ["cuda"],
         seeds=seeds,
-        integrity=dict(ours.get("integrity") or {}),
+        integrity=_integrity(ours.get("integrity") or {}, task_file),
+        adversarial=_adversarial(ours.get("adversarial"), task_file),
     )
+
+
+def _integrity(block: Any, where: Path) -> dict[str, Any]:
+    if not isinstance(block, dict):
+        raise ProblemError(f"{where}: integrity: expected a mapping")
+    clash = sorted(set(block.get("forbidden_ops") or []) & HARNESS_OPS)
+    if clash:
+        raise ProblemError(f"{where}: integrity: forbidden_ops {clash} are operators the sandbox's runner uses itself")
+    return dict(block)
+
+
+_VALUE_CASES = {"name", "scale", "offset", "constant", "spike"}
+
+
+def _adversarial(value: Any, where: Path) -> list[dict[str, Any]]:
+    """The `adversarial:` list of task.yml: mappings of name, scale, offset, constant, spike."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ProblemError(f"{where}: adversarial: expected a list of mappings")
+    for case in value:
+        unknown = set(case) - _VALUE_CASES
+        if unknown or len(case.keys() - {"name"}) == 0:
+            raise ProblemError(f"{where}: adversarial case {case}: use {sorted(_VALUE_CASES)}")
+    return [dict(v) for v in value]
 
 
 def _bind_gpumode(problem: Problem) -> None:

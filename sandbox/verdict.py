@@ -100,6 +100,11 @@ class BenchmarkResult(BaseModel):
     sol_us: float | None = None
     pct_sol: float | None = None
     host_synced_us: float | None = None
+    # The judge's own clock around the same calls, less the overhead calibrated before the candidate
+    # loaded: the bound the runner's figure (median_us) must agree with (sandbox/judge/checks.py).
+    judge_median_us: float | None = None
+    # How the bound was drawn: the calibrated overhead and its spread, and per call what the judge saw.
+    judge: dict[str, Any] | None = None
     # Where a profiler timed the calls (sandbox/profiled.py): its tool and the events' figures.
     profiler: dict[str, Any] | None = None
 

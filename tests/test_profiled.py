@@ -186,11 +186,11 @@ def test_which_workers_run_under_the_profiler(monkeypatch: pytest.MonkeyPatch) -
     assert profiled.profiler_for("hip", "check", "auto") is None  # nothing is timed
     assert profiled.profiler_for("hip", "full", "off") is None
     assert profiled.profiler_for("cuda", "full", "auto") is None
-    command = profiled.wrap_command(["python", "-m", "sandbox.worker", "--standby"], Path("/w/profile"), PROFILER)
+    command = profiled.wrap_command(["python", "-m", "sandbox.judge", "--standby"], Path("/w/profile"), PROFILER)
     assert command[0] == "/opt/rocm/bin/rocprofv3"
     assert {"--kernel-trace", "--marker-trace"} <= set(command)
     assert command[command.index("--output-format") + 1] == "csv" and command[command.index("-d") + 1] == "/w/profile"
-    assert command[-5:] == ["--", "python", "-m", "sandbox.worker", "--standby"]
+    assert command[-5:] == ["--", "python", "-m", "sandbox.judge", "--standby"]
     # The legacy rocprof cannot name calls: device events, and the verdict says so.
     monkeypatch.setattr(rocprof, "find_profiler", lambda: ("rocprof", "/opt/rocm/bin/rocprof"))
     assert profiled.profiler_for("hip", "full", "auto") is None
@@ -222,7 +222,7 @@ def test_ranges_are_inert_outside_the_profiler(monkeypatch: pytest.MonkeyPatch) 
 EXITING_WORKER = textwrap.dedent(
     """
     import ctypes, sys, threading, time
-    from sandbox.worker import exit_now
+    from sandbox.judge.main import exit_now
 
     # Registered as a C++ library's std::atexit and static destructors are (the profiler's trace writer).
     handler = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: open(sys.argv[1], "w").write("exit handlers ran"))

@@ -1,0 +1,285 @@
+"""Checking and timing a candidate from the judge, one call at a time through the runner.
+
+Every call gets inputs no earlier call could predict: the judge generates them with the
+problem's own generator and a seed drawn from its secret random source, writes them into
+the arena and poisons the preallocated outputs. Check calls, warm-up calls and timed calls
+look the same to the runner; which outputs are compared is decided by the judge after the
+call returned (every call of the check phase, a secret random subset of the timed ones),
+and the inputs are compared with the judge's own copy after every call.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sandbox.compare import Comparison, compare_outputs
+from sandbox.integrity import IntegrityViolation, Policy
+from sandbox.judge.session import Call, RunnerSession
+from sandbox.problem import Problem
+from sandbox.shared.arena import Arena, Layout, align, decode, encode, tensors
+from sandbox.shared.blend import apply_recipe, digest, poison
+
+
+class CandidateFailure(Exception):
+    """The candidate raised, or broke the device, during a call."""
+
+    def __init__(self, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+class Secret:
+    """The judge's random source: seeds and choices the runner cannot predict or replay."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(secrets.randbits(128))
+
+    def seed(self) -> int:
+        return self._rng.getrandbits(31)
+
+    def chance(self, p: float) -> bool:
+        return self._rng.random() < p
+
+    def between(self, low: int, high: int) -> int:
+        return self._rng.randint(low, high)
+
+    def fraction(self) -> float:
+        return self._rng.random()
+
+
+@dataclass
+class Judge:
+    """What one evaluation's judge holds: the problem, the device, the runner and its arena."""
+
+    problem: Problem
+    device: str
+    session: RunnerSession
+    policy: Policy
+    deadline: float = 0.0
+    secret: Secret = field(default_factory=Secret)
+    arena: Arena | None = None
+    threads: int | None = None
+    calls: int = 0
+    # Timed inputs built by the runner from two sets it holds (the GPU's way: nothing crosses the bus
+    # per call), rather than written into the arena by the judge (the CPU's way: inputs are checked
+    # after every call). None: by the device.
+    resident_inputs: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.resident_inputs is None:
+            self.resident_inputs = self.device != "cpu"
+
+    # -- inputs and outputs through the arena ------------------------------------------
+
+    def fresh(self, params: dict[str, Any]) -> Any:
+        """New inputs from a secret seed (the task's seed is replaced, never reused)."""
+        chosen = dict(params, seed=self.secret.seed()) if "seed" in params else dict(params)
+        return self.problem.generate_input(chosen, self.device)
+
+    def expected(self, pristine: Any) -> tuple[Any, list[str]]:
+        """The reference's output on a copy, and the paths of inputs it wrote (preallocated outputs)."""
+        data = clone(pristine)
+        output = self.problem.reference(data)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        written = {t.data_ptr() for _, t in tensors(output) if t.numel()}
+        buffers = [path for path, t in tensors(data) if t.numel() and t.data_ptr() in written]
+        return output, buffers  # `data` is the judge's own copy: nothing else can change the output
+
+    def place(self, pristine: Any, buffers: list[str], out_bytes: int, start: int = 0) -> tuple[Any, dict[str, int]]:
+        """Write the call's inputs into the arena from `start` (outputs poisoned); the tree and the output region."""
+        layout = Layout(start)
+        specs: list[tuple[dict[str, Any], torch.Tensor, str]] = []
+        paths = {id(t): p for p, t in tensors(pristine)}
+
+        def leaf(tensor: torch.Tensor) -> dict[str, Any]:
+            spec = layout.place(tensor)
+            specs.append((spec, tensor, paths.get(id(tensor), "")))
+            return spec
+
+        tree = encode(pristine, leaf)
+        region = {"offset": align(layout.end), "capacity": align(out_bytes) + 4096}
+        self._ensure(region["offset"] + region["capacity"])
+        assert self.arena is not None
+        for spec, tensor, path in specs:
+            view = self.arena.view(spec)
+            if path in buffers:
+                poison(view)
+            else:
+                view.copy_(tensor)
+        return tree, region
+
+    def recipe(self, base: Any, buffers: list[str]) -> dict[str, Any]:
+        """A call's inputs that no earlier call had: a secret convex blend of two generated sets.
+
+        Each floating input becomes w * a + (1 - w) * b', with w drawn from [0.25, 0.75] and b' the
+        other set rotated by a secret whole number of rows (any number of elements for vectors).
+        New values in every row, so no cache (by pointer, shape, sampled values or a full hash)
+        hits and no cached row can be reused; a blend of two valid inputs stays inside any bounds
+        the generator keeps (signs, ranges, row offsets). Other inputs come from the first set.
+        """
+        mix = {}
+        for path, tensor in tensors(base):
+            if path in buffers or not tensor.is_floating_point() or tensor.numel() < 2 or not _dense_storage(tensor):
+                continue
+            # A "row" is the run of elements that is contiguous in storage (column-major inputs too).
+            row = next((n for n, st in zip(tensor.shape, tensor.stride(), strict=True) if st == 1 and n > 1), 1) \
+                if tensor.dim() > 1 else 1
+            rows = tensor.numel() // row
+            k = self.secret.between(1, rows - 1) * row if rows > 1 else 0
+            mix[path] = [k, 0.25 + 0.5 * self.secret.fraction()]
+        return {"first": self.secret.between(0, 1), "mix": mix}
+
+    def blend(self, bases: list[Any], buffers: list[str], recipe: dict[str, Any]) -> Any:
+        """The call's inputs as the recipe makes them, in the judge's own memory."""
+        data = rebuild(bases[0], lambda path, t: torch.empty_like(t))
+        apply_recipe(dict(tensors(data)), [dict(tensors(b)) for b in bases], recipe, buffers)
+        return data
+
+    def _ensure(self, size: int) -> None:
+        if self.arena is not None and self.arena.size >= size:
+            return
+        if self.arena is not None:
+            self.arena.close()
+        self.arena = Arena.create(max(size, 2 * (self.arena.size if self.arena else 0)))
+        self.session.setup(self.arena, self.device, self.threads, problem_dir(self.problem), self.deadline)
+
+    def inputs_unchanged(self, tree: Any, pristine: Any, buffers: list[str]) -> None:
+        """Every input the call was given must still hold what the judge wrote (outputs excluded)."""
+        if self.device != "cpu":
+            return  # a GPU runner works on its own device copies; what it does to them stays there
+        assert self.arena is not None
+        given = decode(tree, self.arena.view)
+        for (path, now), (_, before) in zip(tensors(given), tensors(pristine), strict=True):
+            if path not in buffers and not _equal(now, before):
+                raise IntegrityViolation("input-mutation", f"changed input {path or '#0'}: inputs must be left as they were given")
+
+    def output_of(self, call: Call) -> Any:
+        """The call's output, copied out of the arena onto the judge's device (a snapshot)."""
+        assert self.arena is not None
+        try:
+            return decode(call.output, lambda spec: self.arena.view(spec).to(self.device, copy=True))  # type: ignore[union-attr]
+        except ValueError as exc:
+            raise IntegrityViolation("protocol", f"the runner described its output impossibly: {exc}") from exc
+
+    def call(self, tree: Any = None, region: dict[str, int] | None = None, noop: bool = False,
+             recipe: dict[str, Any] | None = None) -> Call:
+        self.calls += 1
+        result = self.session.call(self.calls, self.deadline, data=tree, recipe=recipe, out_region=region, noop=noop)
+        if not result.ok:
+            raise CandidateFailure(result.message, fatal=result.fatal)
+        return result
+
+    def verdict_of(self, pristine: Any, output: Any, expected: Any) -> Comparison:
+        if self.problem.tolerance is not None:
+            rtol, atol = self.problem.tolerance
+            return compare_outputs(output, expected, rtol, atol)
+        detail = compare_outputs(output, expected, None, None)
+        if not detail.passed and detail.max_abs_error is None:
+            return detail
+        ok, message = self.problem.check_implementation(clone(pristine), output)
+        detail.passed = ok
+        detail.message = detail.message if ok else f"{message.strip()[:2000]} ({detail.message})"
+        return detail
+
+    # -- phases -----------------------------------------------------------------------------
+
+    def delivered(self, result: Call, index: int, out_bytes: int) -> Any:
+        """The kept output of a call on a recipe, fetched now, checked against the digest it was announced with."""
+        region = {"offset": 0, "capacity": align(out_bytes) + 4096}
+        self._ensure(region["capacity"])
+        tree = self.session.deliver(index, region, self.deadline)
+        if tree is None:
+            raise IntegrityViolation("output-withheld", "the runner did not hand over the output of a call it had answered")
+        output = self.output_of(Call(True, 0.0, 0.0, output=tree))
+        if digest([t for _, t in tensors(output)]) != result.digest:
+            raise IntegrityViolation(
+                "output-changed-after-return",
+                "the output handed over differs from the one announced when the call returned: "
+                "work went on after the measured call",
+            )
+        return output
+
+    def check(self, params: dict[str, Any], adversarial: dict[str, Any] | None = None) -> Comparison:
+        pristine = self.fresh(params)
+        if adversarial:
+            apply_values(pristine, adversarial)
+        expected, buffers = self.expected(pristine)
+        tree, region = self.place(pristine, buffers, output_bytes(expected))
+        result = self.call(tree, region)
+        output = self.output_of(result)
+        self.inputs_unchanged(tree, pristine, buffers)
+        return self.verdict_of(pristine, output, expected)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def rebuild(data: Any, fn: Any, path: str = "") -> Any:
+    """The same structure with each tensor replaced by fn(path, tensor); paths as `tensors` names them."""
+    if isinstance(data, torch.Tensor):
+        return fn(path, data)
+    if isinstance(data, (tuple, list)):
+        items = [rebuild(v, fn, f"{path}[{i}]") for i, v in enumerate(data)]
+        return tuple(items) if isinstance(data, tuple) else items
+    if isinstance(data, dict):
+        return {k: rebuild(v, fn, f"{path}[{k!r}]") for k, v in data.items()}
+    return data
+
+
+def clone(data: Any) -> Any:
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, tuple):
+        return tuple(clone(x) for x in data)
+    if isinstance(data, list):
+        return [clone(x) for x in data]
+    if isinstance(data, dict):
+        return {k: clone(v) for k, v in data.items()}
+    return data
+
+
+def _dense_storage(tensor: torch.Tensor) -> bool:
+    from sandbox.shared.arena import storage_bytes
+
+    return storage_bytes(list(tensor.shape), list(tensor.stride()), 1) == tensor.numel()
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals NaN, -0.0 differs from 0.0)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def problem_dir(problem: Problem) -> Any:
+    """The folder the submission imports `task` and `utils` from (a KernelBench file's folder)."""
+    return problem.path if problem.path.is_dir() else problem.path.parent
+
+
+def output_bytes(output: Any) -> int:
+    return sum(align(t.numel() * t.element_size()) for _, t in tensors(output))
+
+
+def apply_values(data: Any, case: dict[str, Any]) -> None:
+    """Turn generated inputs into a stated adversarial case, in place: floating inputs only.
+
+    scale: multiply (wide spreads within a row); offset: add (large magnitudes);
+    constant: fill (constant rows); spike: set the first element of every row.
+    """
+    for _, tensor in tensors(data):
+        if not tensor.is_floating_point() or tensor.element_size() == 1:
+            continue
+        if "scale" in case:
+            tensor.mul_(float(case["scale"]))
+        if "offset" in case:
+            tensor.add_(float(case["offset"]))
+        if "constant" in case:
+            tensor.fill_(float(case["constant"]))
+        if "spike" in case and tensor.dim() >= 1 and tensor.shape[-1] > 0:
+            tensor[..., 0] = float(case["spike"])

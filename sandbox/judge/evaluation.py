@@ -1,0 +1,309 @@
+"""One request, judged: build, check and time a candidate that runs in the runner process.
+
+The result dictionary has the verdict's fields (sandbox/verdict.py); every figure and every
+decision in it is the judge's. Deadlines are the judge's own too: each phase has its limit,
+and a runner that does not answer in time is killed and the phase named.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sandbox import native
+from sandbox.judge import isolation, timed
+from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
+from sandbox.judge.libwatch import LibraryWatch, patterns_for
+from sandbox.judge.session import RunnerBroke, RunnerGone, RunnerLate, RunnerSession
+
+_DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
+
+
+class Stop(Exception):
+    """Ends the evaluation with the result as it stands."""
+
+
+def _static_report(submission: Path, target: str, result: dict[str, Any]) -> None:
+    """Resource usage of the kernels (compiled here for the target's ISA, nothing runs) and the timing method."""
+    if target == "cpu":
+        result["timing_method"] = {"method": "host_clock", "note": "the runner's clock around each call, bounded by the judge's"}
+        return
+    from sandbox.static_analysis import analyze_submission
+
+    result["static"] = analyze_submission(submission, target).to_dict()
+    result["timing_method"] = {"method": "device_events",
+                               "note": "CUDA events around each call in the runner, L2 flushed, bounded by the judge's clock"}
+
+
+class Evaluation:
+    def __init__(self, request: dict[str, Any], events: Any, warm: dict[str, Any], environment: dict[str, Any],
+                 start_runner: Callable[[Path, bool], RunnerSession]) -> None:
+        self.request = request
+        self.events = events
+        self.warm = warm
+        self.environment = environment
+        self.start_runner = start_runner
+        self.target = str(request["target"])
+        self.mode = str(request.get("mode", "full"))
+        self.limits = dict(_DEFAULT_LIMITS, **(request.get("limits") or {}))
+        self.result: dict[str, Any] = {"status": "harness_error", "message": "", "tests": [], "benchmarks": [],
+                                       "errors": [], "phases": {}, "integrity": {"findings": [], "violation": None}}
+        self.phase_name = ""
+        self.phase_started = time.perf_counter()
+        self.session: RunnerSession | None = None
+        self.judge: Judge | None = None
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def phase(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.phase_name:
+            self.result["phases"][self.phase_name] = round(now - self.phase_started, 4)
+        self.phase_name, self.phase_started = name, now
+        self.result["phases"][name] = 0.0
+        if self.judge is not None:
+            self.judge.deadline = time.monotonic() + float(self.limits.get(name, 300.0))
+        self.events.send(phase=name)
+
+    def finish(self, status: str, message: str) -> None:
+        self.result.update(status=status, message=message)
+        raise Stop
+
+    def reject(self, rule: str, reason: str, shape: str | None = None) -> None:
+        self.result["integrity"]["violation"] = {"rule": rule, "reason": reason, "shape": shape}
+        self.finish("rejected", f"{shape}: {reason}" if shape else reason)
+
+    # -- the evaluation ------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self._run()
+        except Stop:
+            pass
+        except RunnerLate:
+            limit = self.limits.get(self.phase_name, 0)
+            self.result.update(status="timeout", message=f"{self.phase_name} phase exceeded its {limit:g} s limit; runner killed")
+        except RunnerGone as exc:
+            self.result.update(status="crash", message=f"runner {exc.how} during {self.phase_name}")
+        except RunnerBroke as exc:
+            self.result["integrity"]["violation"] = {"rule": "protocol", "reason": str(exc)[:500], "shape": None}
+            self.result.update(status="rejected", message=f"the runner broke the protocol: {str(exc)[:300]}")
+        finally:
+            self._close()
+        now = time.perf_counter()
+        if self.phase_name:
+            self.result["phases"][self.phase_name] = round(now - self.phase_started, 4)
+        self.result["build"] = {"records": self.session.build_records if self.session else []}
+        return self.result
+
+    def _close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        if self.judge is not None and self.judge.arena is not None:
+            self.judge.arena.close()
+
+    def _run(self) -> None:
+        from sandbox import integrity
+        from sandbox.problem import load_problem
+
+        self.phase("build")
+        spec = self.request["problem"]
+        warm = self.warm.get("spec") == spec and self.warm.get("target") == self.target
+        problem = self.warm["problem"] if warm else load_problem(spec, self.target)
+        if not warm:
+            problem.bind()
+        self.result["problem"] = {"name": problem.name, "kind": problem.kind, "path": str(problem.path),
+                                  "ranking_by": problem.ranking_by,
+                                  "tolerance": list(problem.tolerance) if problem.tolerance else None}
+        device = self._device()
+        threads = self.request.get("threads")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        policy = integrity.Policy.from_dict(problem.integrity)
+        submission = Path(self.request["submission"])
+        findings = integrity.scan_source(submission.read_text(errors="replace"), policy)
+        self.result["integrity"]["findings"] = [f.to_dict() for f in findings]
+        self.result["integrity"]["protections"] = {"runner": isolation.probe().describe()}
+        syntax = [f for f in findings if f.rule == "syntax"]
+        if syntax:
+            self.finish("runtime_error", f"importing the submission failed: line {syntax[0].line}: {syntax[0].reason}")
+        if self.mode != "build":
+            _static_report(submission, self.target, self.result)
+        runner = self.warm.pop("runner", None) if warm else None
+        if runner is None or runner.proc.poll() is not None or runner.gpu != (device != "cpu"):
+            if runner is not None:
+                runner.close()
+            runner = self.start_runner(problem_dir(problem), device != "cpu")
+        self.session = runner
+        self.judge = Judge(problem=problem, device=device, session=runner, policy=policy, threads=threads,
+                           resident_inputs=self.request.get("resident_inputs"))
+        self.judge.deadline = time.monotonic() + float(self.limits["build"])
+        self.judge._ensure(1 << 20)
+        calibrations = {}
+        if self.mode == "full":
+            # Before any candidate code exists in the runner: its no-op path is still the trusted one.
+            for params in problem.benchmarks:
+                shape = timed.prepare(self.judge, params)
+                calibrations[shape.key] = timed.calibrate(self.judge, shape)
+                timed.release(self.judge, shape)
+                del shape
+                _free_device_memory(device)
+        self._load(problem, submission)
+        watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())])
+        if runner.host_pid is not None:
+            watch.start(runner.host_pid)
+        try:
+            self._check(problem)
+            if self.mode == "full":
+                self._time(problem, calibrations, device)
+        finally:
+            sampled = watch.stop(patterns_for(policy.forbidden_ops, policy.forbidden_symbols))
+            self.result["integrity"]["protections"]["library_use"] = (
+                f"sampled from outside the runner (perf, {sampled.samples} samples)" if sampled.error is None
+                else f"not sampled: {sampled.error}")
+        if sampled.forbidden:
+            self.reject("forbidden-op", f"ran library code this problem forbids: {sampled.describe()}: write the kernel")
+        if self.mode == "check":
+            self.finish("ok", "all tests passed (timing skipped)")
+        from sandbox.summary import summarise_benchmarks
+
+        self.result["summary"] = summarise_benchmarks(self.result["benchmarks"])
+        geo = self.result["summary"]["geomean_us"]
+        self.finish("ok", f"all {len(problem.tests)} tests passed; geomean {geo:.2f} µs" if geo else "ok")
+
+    def _device(self) -> str:
+        from sandbox.judge.main import _device_for
+
+        device = _device_for(self.target, self.mode)
+        if self.mode != "build":
+            from sandbox import envinfo
+
+            self.result["environment"] = dict(self.environment) or envinfo.collect(device)
+        return device
+
+    def _load(self, problem: Any, submission: Path) -> None:
+        assert self.session is not None and self.judge is not None
+        reply = self.session.load(str(problem.path), problem.kind, submission, self.judge.deadline)
+        failed_builds = [r for r in self.session.build_records if not r.get("ok")]
+        if failed_builds:
+            log = failed_builds[-1].get("log", "")
+            self.result["diagnostics"] = [d.__dict__ for d in native.parse_diagnostics(log)]
+            self.finish("build_error", str(native.BuildError(failed_builds[-1]["name"], log)))
+        if reply.get("op") == "loaded":
+            if self.mode == "build":
+                self.finish("built", "built")
+            return
+        if reply.get("op") != "failed":
+            raise RunnerBroke(f"the answer to load was {str(reply)[:200]}")
+        message = str(reply.get("message", ""))[:2000]
+        if self.mode == "build":
+            # Module-level code may need the GPU a builder lacks; what compiled is in the cache.
+            self.finish("built", f"import stopped early: {message}")
+        if reply.get("trace"):
+            self.result["errors"].append(str(reply["trace"])[-4000:])
+        self.finish("runtime_error", f"importing the submission failed: {message}")
+
+    def _check(self, problem: Any) -> None:
+        from sandbox.integrity import IntegrityViolation
+
+        assert self.judge is not None
+        self.phase("check")
+        cases: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(p, None) for p in problem.tests]
+        cases += [(p, case) for case in problem.adversarial for p in problem.tests]
+        failed = []
+        for params, case in cases:
+            label = problem.shape_label(params) + (f" [{case.get('name', 'adversarial values')}]" if case else "")
+            started = time.perf_counter()
+            try:
+                outcome = self.judge.check(params, case)
+            except IntegrityViolation as exc:
+                self.reject(exc.rule, exc.reason, label)
+            except CandidateFailure as exc:
+                first = str(exc).splitlines()[0] if str(exc) else "failed"
+                self.result["tests"].append({"params": params, "shape": label, "passed": False, "message": first})
+                self.result["errors"].append(str(exc)[-4000:])
+                self.finish("runtime_error", f"{label}: {first}")
+            entry = {"params": params, "shape": label, "passed": outcome.passed, "message": outcome.message,
+                     "max_abs_error": _finite(outcome.max_abs_error), "max_rel_error": _finite(outcome.max_rel_error),
+                     "worst_index": outcome.worst_index, "seconds": time.perf_counter() - started}
+            self.result["tests"].append(entry)
+            self.events.send(progress="check", shape=label, passed=outcome.passed)
+            if not outcome.passed:
+                failed.append(entry)
+        if failed:
+            self.finish("wrong_output", f"{len(failed)} of {len(cases)} tests failed; first: {failed[0]['shape']}: "
+                        f"{failed[0]['message']}")
+
+    def _time(self, problem: Any, calibrations: dict[str, Any], device: str) -> None:
+        from sandbox import targets
+        from sandbox.integrity import IntegrityViolation
+        from sandbox.timing import TimingPolicy
+
+        assert self.judge is not None
+        self.phase("time")
+        policy = TimingPolicy.from_dict(self.request.get("timing"))
+        profile = targets.cpu_profile() if self.target == "cpu" else _gpu_profile()
+        self.result["target_profile"] = profile.to_dict() if profile else None
+        margin = self.judge.policy.sol_margin
+        for params in problem.benchmarks:
+            label = problem.shape_label(params)
+            calibration = calibrations[label]
+            shape = timed.prepare(self.judge, params, batch=calibration.batch)  # fresh secret seeds
+            try:
+                stats = timed.run(self.judge, shape, policy, calibration)
+            except IntegrityViolation as exc:
+                self.reject(exc.rule, exc.reason, label)
+            except CandidateFailure as exc:
+                self.result["errors"].append(str(exc)[-4000:])
+                self.finish("runtime_error", f"{label}: {str(exc).splitlines()[0] if str(exc) else 'failed'}")
+            timed.release(self.judge, shape)
+            reference = timed.time_reference(self.judge, shape, policy) if self.request.get("time_reference", True) else None
+            shape.bases = []
+            _free_device_memory(device)
+            flops, nbytes = problem.roofline.at(params)
+            sol = profile.sol_seconds(flops, nbytes, problem.roofline.compute) if profile else None
+            sol_us = sol * 1e6 if sol else None
+            median = stats["median_us"]
+            entry = {"params": params, "shape": label, **stats,
+                     "reference_median_us": reference["median_us"] if reference else None,
+                     "flops": flops, "bytes": nbytes, "sol_us": sol_us}
+            entry["speedup"] = entry["reference_median_us"] / median if entry["reference_median_us"] and median else None
+            entry["pct_sol"] = 100.0 * sol_us / median if sol_us and median else None
+            self.result["benchmarks"].append(entry)
+            self.events.send(progress="time", shape=label, median_us=median)
+            # Datasheet peaks bound every GPU kernel; the CPU's ceilings are estimates caches can beat.
+            if self.target != "cpu" and sol_us and median * margin < sol_us:
+                self.reject("faster-than-light", f"{median:.2f} µs is under the speed of light ({sol_us:.2f} µs): "
+                            "the result cannot be real", label)
+
+
+def _free_device_memory(device: str) -> None:
+    """The judge and the runner share one GPU: what the judge no longer holds goes back to the driver."""
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _gpu_profile() -> Any:
+    import torch
+
+    from sandbox import targets
+
+    return targets.profile_for_device_name(torch.cuda.get_device_name(0))
+
+
+def _finite(x: float | None) -> float | None:
+    import math
+
+    return x if x is None or math.isfinite(x) else None
+
+
+def evaluate_request(request: dict[str, Any], events: Any, warm: dict[str, Any], environment: dict[str, Any],
+                     start_runner: Callable[[Path, bool], RunnerSession]) -> dict[str, Any]:
+    return Evaluation(request, events, warm, environment, start_runner).run()
+

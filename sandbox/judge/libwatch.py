@@ -1,0 +1,116 @@
+"""Which library code the runner actually ran: sampled from outside the runner with perf.
+
+A candidate can switch off anything inside its own process, so library use is seen from
+the judge: `perf record` samples every thread of the runner (threads started later too)
+while it checks and times, and each sample names the shared object and the symbol it hit.
+A sample counts against the candidate when it lies in a library (anything but the
+candidate's own code: its builds, JIT output under its private /tmp) and its symbol
+matches one of the problem's forbidden patterns. Names the Python layer uses do not
+matter: `addbmm`, `torch.matmul`, numpy's `dot` and a ctypes call into BLAS all end in
+the same gemm symbols.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAMPLE_HZ = 997
+
+
+@dataclass
+class Sampled:
+    """What the samples showed: total, and the forbidden (library, symbol) pairs with counts."""
+
+    samples: int = 0
+    forbidden: Counter[tuple[str, str]] = field(default_factory=Counter)
+    error: str | None = None
+
+    def describe(self) -> str:
+        hits = ", ".join(f"{sym} in {Path(dso).name} ({n})" for (dso, sym), n in self.forbidden.most_common(3))
+        return f"{sum(self.forbidden.values())} of {self.samples} samples of the runner were in {hits}"
+
+
+def available() -> bool:
+    return shutil.which("perf") is not None and os.environ.get("KS_LIBWATCH") != "off"
+
+
+def patterns_for(forbidden_ops: list[str], extra: list[str]) -> list[re.Pattern[str]]:
+    """Symbol patterns: the problem's own (`forbidden_symbols`), and each forbidden operator as a
+    whole word in a symbol of torch's native implementations (`at::native`, mangled `6native`)."""
+    words = [re.compile(rf"6native.*(?<![A-Za-z]){re.escape(op.strip('_'))}(?![A-Za-z])")
+             for op in forbidden_ops if op.strip("_")]
+    return words + [re.compile(p) for p in extra]
+
+
+def _native(symbol: str) -> bool:
+    return "6native" in symbol
+
+
+class LibraryWatch:
+    """perf sampling of one process tree, from start() to stop()."""
+
+    def __init__(self, work: Path, own_code: list[str]) -> None:
+        self.data = work / "perf.data"
+        self.own_code = own_code  # path prefixes of the candidate's own code
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.error: str | None = None
+
+    def start(self, pid: int) -> None:
+        if not available():
+            self.error = "perf is not installed"
+            return
+        try:
+            self.proc = subprocess.Popen(
+                ["perf", "record", "-q", "-B", "--no-buildid-cache", "-e", "cpu-clock", "-F", str(SAMPLE_HZ),
+                 "-p", str(pid), "-o", str(self.data)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            self.error = f"perf could not start: {exc}"
+
+    def stop(self, patterns: list[re.Pattern[str]]) -> Sampled:
+        if self.proc is None:
+            return Sampled(error=self.error or "not started")
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return Sampled(error="perf did not stop")
+        if not self.data.exists():
+            return Sampled(error=f"perf wrote no samples: {err.decode(errors='replace')[-300:]}")
+        try:
+            out = subprocess.run(
+                ["perf", "script", "-i", str(self.data), "-F", "ip,sym,dso", "--no-demangle"],
+                capture_output=True, text=True, timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Sampled(error=f"perf script failed: {exc}")
+        return self._tally(out.stdout, patterns)
+
+    def _tally(self, text: str, patterns: list[re.Pattern[str]]) -> Sampled:
+        result = Sampled()
+        for line in text.splitlines():
+            parts = line.strip().split(None, 1)  # "ip symbol (dso)"
+            if len(parts) != 2:
+                continue
+            result.samples += 1
+            sym, _, dso = parts[1].rpartition(" (")
+            dso, sym = dso.rstrip(")"), sym.split("+")[0]
+            if not sym or sym == "[unknown]":
+                continue
+            # Implementations inside torch (at::native) are library code wherever the file lies,
+            # a copy under /tmp included; other patterns (BLAS) count outside the candidate's own code.
+            if any(p.search(sym) for p in patterns if _native(sym) or not self._own(dso)):
+                result.forbidden[(dso, sym)] += 1
+        return result
+
+    def _own(self, dso: str) -> bool:
+        return dso.startswith(("/tmp/", "[")) or any(dso.startswith(p) for p in self.own_code)

@@ -1,0 +1,282 @@
+"""The judge's handle on its runner: start it inside the sandbox, talk to it, time it, end it.
+
+Every reply is read with a deadline the judge sets, parsed as JSON and checked against the
+one answer the protocol allows next. While the runner imports a candidate it may ask for
+native builds; the judge builds them itself (the only process that writes the cache).
+The judge's own clock brackets every call (`Call.rtt_us`): what the runner reports about a
+call is believed only within what that clock allows (sandbox/judge/timing_bound.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandbox import native
+from sandbox.judge import isolation
+from sandbox.judge.procs import descendants
+from sandbox.shared import protocol
+from sandbox.shared.arena import Arena
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_BOOTSTRAP = (
+    "import sys; sys.path.insert(0, {root!r}); from sandbox.runner.main import main; sys.exit(main())"
+)
+# Variables a runner gets; everything else (keys, tokens, the judge's own settings) stays out.
+_RUNNER_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH",
+               "HIP_PLATFORM", "CXX", "CC", "NVCC", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+               "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH",
+               "HSA_OVERRIDE_GFX_VERSION", "KS_CUDA_ARCH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+
+
+class RunnerGone(RuntimeError):
+    """The runner exited or crashed; `how` says which (signal, exit code)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class RunnerLate(TimeoutError):
+    """The runner did not answer before the judge's deadline."""
+
+
+class RunnerBroke(ValueError):
+    """The runner answered something the protocol does not allow here."""
+
+
+@dataclass
+class Call:
+    """One call as both sides saw it."""
+
+    ok: bool
+    reported_us: float  # the runner's own figure (events on the GPU, its clock on the CPU)
+    rtt_us: float  # the judge's clock from sending the request to reading the reply
+    output: Any = None  # the reply's data tree (arena specs), read by the judge
+    digest: str = ""  # for a call on a recipe: the runner's commitment to the output it keeps
+    message: str = ""
+    fatal: bool = False
+
+
+def _secret_free_env(gpu: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _RUNNER_ENV}
+    env.update(HOME="/tmp", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+               TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
+               TORCHINDUCTOR_CACHE_DIR="/tmp/inductor")
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+class RunnerSession:
+    """One runner process, for one candidate."""
+
+    def __init__(self, *, gpu: bool, problem_dir: Path, log_path: Path, readable: list[Path]) -> None:
+        self.gpu = gpu
+        judge_end, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = judge_end
+        env = _secret_free_env(gpu)
+        inner = [sys.executable, "-I", "-c", _BOOTSTRAP.format(root=str(PROJECT_ROOT)), str(runner_end.fileno())]
+        reference = problem_dir / "reference.py"
+        command = isolation.command(
+            inner, env=env, gpu=gpu,
+            readable=[PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix), problem_dir, problem_dir.parent,
+                      native.buildcache.cache_root()],
+            hidden=[reference] if reference.is_file() else [],
+        )
+        self.isolated = command is not inner
+        with open(log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(
+                command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
+            )
+        runner_end.close()
+        self.arena: Arena | None = None
+        self.build_records: list[dict[str, Any]] = []
+        self.host_pid: int | None = None
+        hello = self._receive(deadline=time.monotonic() + 300)
+        if hello.get("op") != "hello":
+            raise RunnerBroke(f"the runner greeted with {str(hello)[:200]}")
+
+    # -- requests -------------------------------------------------------------------------
+
+    def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float) -> None:
+        self.arena = arena
+        protocol.send(self.sock, {"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir)},
+                      fds=[arena.fd])
+        reply = self._receive(deadline)
+        if reply.get("op") != "ready":
+            raise RunnerBroke(f"setup answered with {str(reply)[:200]}")
+        self.host_pid = runner_host_pid(self.proc.pid)
+
+    def load(self, problem: str, kind: str, submission: Path, deadline: float) -> dict[str, Any]:
+        """Import the candidate, serving its build requests; the runner's last word on the import."""
+        protocol.send(self.sock, {"op": "load", "problem": problem, "kind": kind,
+                                  "source": submission.read_text(errors="replace")})
+        while True:
+            reply = self._receive(deadline)
+            if reply.get("op") != "build":
+                return reply
+            protocol.send(self.sock, self._build(reply))
+
+    def call(self, index: int, deadline: float, *, data: Any = None, recipe: dict[str, Any] | None = None,
+             out_region: dict[str, int] | None = None, noop: bool = False) -> Call:
+        """One call: on arena data (`data`, output copied into `out_region`) or on a recipe over the
+        sets the runner holds (`recipe`: the output stays there, announced by its digest)."""
+        request: dict[str, Any] = {"op": "call", "i": index, "kernel": "noop" if noop else "candidate"}
+        if recipe is not None:
+            request["recipe"] = recipe
+        else:
+            request.update(data=data, out=out_region)
+        started = time.perf_counter_ns()
+        protocol.send(self.sock, request)
+        reply = self._receive(deadline)
+        rtt = (time.perf_counter_ns() - started) / 1e3
+        if reply.get("i") != index or reply.get("op") not in ("done", "error"):
+            raise RunnerBroke(f"expected the answer to call {index}, got {str(reply)[:200]}")
+        return _call_of(reply, rtt)
+
+    def batch(self, items: list[dict[str, Any]], deadline: float, noop: bool = False,
+              out_bytes: int = 0) -> tuple[list[Call], float]:
+        """Calls one after another in the runner (each item: `i` and `data`+`out` or `recipe`), with one
+        round trip on the judge's clock for all of them: its noise is shared by the batch's calls.
+        The no-op returns `out_bytes` bytes, as large as the problem's output."""
+        request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes}
+        started = time.perf_counter_ns()
+        protocol.send(self.sock, request)
+        reply = self._receive(deadline)
+        rtt = (time.perf_counter_ns() - started) / 1e3
+        answers = reply.get("results")
+        if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
+            raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")
+        calls = []
+        for item, answer in zip(items, answers, strict=False):
+            if not isinstance(answer, dict) or answer.get("i") != item["i"] or answer.get("op") not in ("done", "error"):
+                raise RunnerBroke(f"expected the answer to call {item['i']}, got {str(answer)[:200]}")
+            calls.append(_call_of(answer, rtt))
+        if len(calls) < len(items) and calls[-1].ok:
+            raise RunnerBroke(f"a batch of {len(items)} calls answered {len(calls)} times without an error")
+        return calls, rtt
+
+    def bases(self, key: str, sets: list[Any], buffers: list[str], deadline: float, slots: int = 1) -> None:
+        """Hand the runner a shape's two generated sets (arena trees) to keep on its device under `key`,
+        with `slots` sets of call tensors (one per call of a batch); no sets: forget the shape."""
+        protocol.send(self.sock, {"op": "bases", "key": key, "sets": sets, "buffers": buffers, "slots": slots})
+        reply = self._receive(deadline)
+        if reply.get("op") != "based":
+            raise RunnerBroke(f"the answer to bases was {str(reply)[:200]}")
+
+    def settle(self, deadline: float) -> None:
+        """Let the runner's device work start afresh (after the judge used the same GPU)."""
+        protocol.send(self.sock, {"op": "settle"})
+        reply = self._receive(deadline)
+        if reply.get("op") != "settled":
+            raise RunnerBroke(f"the answer to settle was {str(reply)[:200]}")
+
+    def deliver(self, index: int, out_region: dict[str, int], deadline: float) -> Any:
+        """The kept output of call `index`, copied into the arena: its tree, or None when the runner has none."""
+        protocol.send(self.sock, {"op": "deliver", "i": index, "out": out_region})
+        reply = self._receive(deadline)
+        if reply.get("i") != index or reply.get("op") not in ("delivered", "error"):
+            raise RunnerBroke(f"expected the output of call {index}, got {str(reply)[:200]}")
+        return reply.get("out") if reply["op"] == "delivered" else None
+
+    def _build(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Build in the judge: the cache is written here only, and a library is hashed before use."""
+        before = len(native.BUILD_RECORDS)
+        try:
+            path = native.library(
+                name=str(request.get("name", "kernel"))[:64], source=str(request.get("source", "")),
+                lang=str(request.get("lang", "cpp")), flags=[str(f) for f in request.get("flags") or []],
+                openmp=bool(request.get("openmp", True)),
+            )
+        except native.BuildError as exc:
+            self.build_records.extend(native.BUILD_RECORDS[before:])
+            return {"op": "build_failed", "log": exc.log[-20000:]}
+        except (ValueError, TypeError) as exc:
+            return {"op": "build_failed", "log": str(exc)}
+        self.build_records.extend(native.BUILD_RECORDS[before:])
+        return {"op": "built", "path": str(path)}
+
+    # -- the channel ------------------------------------------------------------------------
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RunnerLate("deadline passed")
+        self.sock.settimeout(remaining)
+        try:
+            return protocol.receive(self.sock)
+        except TimeoutError as exc:
+            raise RunnerLate("no answer before the deadline") from exc
+        except protocol.ChannelClosed as exc:
+            raise RunnerGone(self.exit_description()) from exc
+        except protocol.ProtocolError as exc:
+            raise RunnerBroke(str(exc)) from exc
+
+    def exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "closed its channel without exiting"
+        # bubblewrap reports a child killed by a signal as 128 + the signal.
+        if code < 0 or (self.isolated and code > 128):
+            number = -code if code < 0 else code - 128
+            try:
+                return f"killed by {signal.Signals(number).name}"
+            except ValueError:
+                return f"killed by signal {number}"
+        return f"exited with code {code}"
+
+    def close(self) -> None:
+        try:
+            protocol.send(self.sock, {"op": "exit"})
+        except OSError:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("runner %s did not exit", self.proc.pid)
+
+
+def _call_of(reply: dict[str, Any], rtt: float) -> Call:
+    if reply["op"] == "error":
+        return Call(False, 0.0, rtt, message=str(reply.get("message", ""))[:4000] + _trace(reply),
+                    fatal=bool(reply.get("fatal")))
+    reported = reply.get("us")
+    if not isinstance(reported, (int, float)) or isinstance(reported, bool) or not 0 <= reported < 1e12:
+        raise RunnerBroke(f"call {reply.get('i')} reported a time of {reported!r}")
+    return Call(True, float(reported), rtt, output=reply.get("out"), digest=str(reply.get("digest", "")))
+
+
+def _trace(reply: dict[str, Any]) -> str:
+    trace = reply.get("trace")
+    return f"\n{str(trace)[-4000:]}" if trace else ""
+
+
+def runner_host_pid(top: int) -> int | None:
+    """The runner's process as the host numbers it: `top` itself, or its descendant under bubblewrap."""
+    for pid in [top, *descendants(top)]:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"sandbox.runner.main" in cmdline and not cmdline.startswith(b"bwrap") and b"/bwrap" not in cmdline.split(b"\0")[0]:
+            return pid
+    return None

@@ -1,0 +1,286 @@
+"""Timing one benchmark shape from the judge: batches of calls, every call on fresh inputs,
+the runner's figures bounded by the judge's own clock.
+
+The runner times each call (its clock on the CPU, device events after an L2 flush on a GPU),
+because only the process that launches a kernel can. Its figures stand only where the judge's
+clock agrees: the judge times each batch from request to answer, subtracts the overhead of the
+same batch run with the trusted no-op before any candidate code existed in the runner
+(`calibrate`), and compares the rest, per call, with what the runner reported. A batch shares
+one round trip's noise among its calls, so the bound tightens with the batch.
+
+Inputs: on the CPU the judge writes each call's inputs into the arena and compares them with its
+own copy after every call; on a GPU the runner builds them on its device from two sets it holds,
+by the judge's secret recipe, and commits to each output with a digest (sandbox/shared/blend.py).
+Which outputs are compared is drawn after the batch answered: half of the timed calls, every call
+faster than the median so far, and the first timed call.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.integrity import IntegrityViolation
+from sandbox.judge.checks import Judge, clone, output_bytes
+from sandbox.judge.session import Call
+from sandbox.shared.arena import align, tensors
+from sandbox.summary import summarise
+from sandbox.timing import Timer, TimingPolicy
+
+# A median moves only when over half of the timed calls are fast, so a candidate returning garbage
+# fast enough to matter is missed with a probability of at most 0.5 ** (n / 2) over n timed calls
+# (3% at the minimum of 10); calls faster than the median so far are always checked.
+CHECKED_SHARE = 0.5
+CALIBRATION_BATCHES = 7
+MAX_BATCH = 16
+# Bytes of inputs and outputs one batch may hold: slots in the arena on the CPU, call tensors on a GPU.
+BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
+# How far the judge's clock may exceed the runner's figure, per call, before the runner is not
+# believed: a factor (host work the events do not see, scheduling) and a floor in microseconds.
+BOUND_FACTOR = 1.5
+BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
+
+
+@dataclass
+class Calibration:
+    """The judge's clock around batches of the trusted no-op, before any candidate loaded."""
+
+    batch: int
+    overhead_us: float  # median round trip of a no-op batch, less the no-op's own reported time
+    spread_us: float  # how far that overhead moves from batch to batch (the range without its extremes)
+    samples_us: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Shape:
+    """What the judge holds while it times one shape."""
+
+    key: str
+    params: dict[str, Any]
+    bases: list[Any]  # two input sets from secret seeds; every call blends them anew
+    buffers: list[str]  # paths of preallocated outputs
+    out_bytes: int
+    in_bytes: int
+    batch: int
+
+
+def batch_size(judge: Judge, in_bytes: int, out_bytes: int) -> int:
+    budget = BATCH_BYTES["cpu" if judge.device == "cpu" else "gpu"]
+    return max(1, min(MAX_BATCH, budget // max(1, in_bytes + out_bytes)))
+
+
+def prepare(judge: Judge, params: dict[str, Any], batch: int | None = None) -> Shape:
+    """Two fresh sets for a shape, and (GPU) the runner's copy of them with a slot per batch call."""
+    bases = [judge.fresh(params) for _ in range(2)]
+    first, buffers = judge.expected(bases[0])
+    out_bytes = output_bytes(first)
+    del first
+    in_bytes = sum(align(t.numel() * t.element_size()) for _, t in tensors(bases[0]))
+    shape = Shape(judge.problem.shape_label(params), params, bases, buffers, out_bytes, in_bytes,
+                  batch or batch_size(judge, in_bytes, out_bytes))
+    if judge.resident_inputs:
+        _hand_over(judge, shape)
+    return shape
+
+
+def release(judge: Judge, shape: Shape) -> None:
+    """The runner may drop the shape's sets (the judge keeps its own until the reference is timed)."""
+    if judge.resident_inputs:
+        judge.session.bases(shape.key, [], shape.buffers, judge.deadline)
+
+
+def _hand_over(judge: Judge, shape: Shape) -> None:
+    from sandbox.shared.arena import Layout, decode, encode
+
+    layout = Layout()
+    trees = [encode(b, layout.place) for b in shape.bases]
+    judge._ensure(max(layout.end, shape.out_bytes + 4096))
+    assert judge.arena is not None
+    for tree, base in zip(trees, shape.bases, strict=True):
+        for (_, view), (_, tensor) in zip(tensors(decode(tree, judge.arena.view)), tensors(base), strict=True):
+            view.copy_(tensor)
+    judge.session.bases(shape.key, trees, shape.buffers, judge.deadline, slots=shape.batch)
+
+
+# -- one batch --------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    items: list[dict[str, Any]]
+    recipes: list[dict[str, Any]]
+    pristines: list[Any]  # CPU: what the judge wrote for each call
+    trees: list[Any]
+
+
+def _batch(judge: Judge, shape: Shape, size: int) -> Batch:
+    """The next `size` calls: recipes, and on the CPU their inputs written into arena slots."""
+    slot = align(shape.in_bytes + shape.out_bytes + 8192)
+    items, recipes, pristines, trees = [], [], [], []
+    if not judge.resident_inputs:
+        judge._ensure(slot * size)
+    for j in range(size):
+        judge.calls += 1
+        recipe = dict(judge.recipe(shape.bases[0], shape.buffers), key=shape.key, slot=j)
+        recipes.append(recipe)
+        if judge.resident_inputs:
+            items.append({"i": judge.calls, "recipe": recipe})
+            continue
+        pristine = judge.blend(shape.bases, shape.buffers, recipe)
+        tree, region = judge.place(pristine, shape.buffers, shape.out_bytes, start=j * slot)
+        items.append({"i": judge.calls, "data": tree, "out": region})
+        pristines.append(pristine)
+        trees.append(tree)
+    return Batch(items, recipes, pristines, trees)
+
+
+def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed: int) -> None:
+    """Compare call j's output with the reference on exactly the inputs it was given."""
+    if judge.resident_inputs:
+        output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes)
+        pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[j])
+    else:
+        output = judge.output_of(call)
+        pristine = batch.pristines[j]
+    expected, _ = judge.expected(pristine)
+    verdict = judge.verdict_of(pristine, output, expected)
+    if not verdict.passed:
+        raise IntegrityViolation(
+            "timed-output-wrong",
+            f"output wrong at a timed call on fresh inputs ({timed} timed so far): {verdict.message}",
+        )
+
+
+# -- the shape ----------------------------------------------------------------------------------
+
+
+def calibrate(judge: Judge, shape: Shape) -> Calibration:
+    """Batches of the trusted no-op on this shape's data: the judge's clock, less what the no-op reports."""
+    from sandbox.judge.checks import CandidateFailure
+
+    overheads = []
+    for attempt in range(CALIBRATION_BATCHES + 1):
+        batch = _batch(judge, shape, shape.batch)
+        calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes)
+        if len(calls) < len(batch.items) or not all(c.ok for c in calls):
+            raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
+        if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
+            overheads.append(max(0.0, rtt - sum(c.reported_us for c in calls)))
+        # The same motions as between timed batches (a check, on a GPU the switch back), so that
+        # what they leave behind (cold clocks, caches, the other context) is in the overhead too.
+        _exercise(judge, shape, batch, calls[0])
+    ordered = sorted(overheads)
+    # The clock's own noise: the range of the middle of the no-op batches (the two extremes left out).
+    spread = ordered[-2] - ordered[1] if len(ordered) > 4 else ordered[-1] - ordered[0]
+    return Calibration(shape.batch, statistics.median(overheads), spread, overheads)
+
+
+def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
+    """A check's work on a no-op's output, its result ignored (the no-op's output is no answer)."""
+    if judge.resident_inputs:
+        output = judge.delivered(call, batch.items[0]["i"], shape.out_bytes)
+        pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[0])
+    else:
+        output = judge.output_of(call)
+        pristine = batch.pristines[0]
+    expected, _ = judge.expected(pristine)
+    judge.verdict_of(pristine, expected, expected)  # a passing comparison's cost
+    del output
+    if judge.device != "cpu":
+        judge.session.settle(judge.deadline)
+
+
+def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibration) -> dict[str, Any]:
+    """Per-call times of one shape (the runner's figures, bounded by the judge's clock), and the bound."""
+    from sandbox.judge.checks import CandidateFailure
+
+    warmup = judge.secret.between(3, 6)
+    samples: list[float] = []
+    reported: list[float] = []  # per batch of timed calls: the runner's sum
+    judged: list[float] = []  # per batch: the judge's round trip less the calibrated overhead
+    sizes: list[int] = []
+    started = time.perf_counter()
+    done = 0
+    while True:
+        batch = _batch(judge, shape, shape.batch)
+        calls, rtt = judge.session.batch(batch.items, judge.deadline)
+        failed = next((c for c in calls if not c.ok), None)
+        if failed is not None:
+            raise CandidateFailure(failed.message, fatal=failed.fatal)
+        checked = False
+        for j, call in enumerate(calls):
+            timed = done + j - warmup + 1
+            fast = len(samples) >= 3 and call.reported_us < statistics.median(samples)
+            if timed == 1 or fast or judge.secret.chance(CHECKED_SHARE):
+                _verify(judge, shape, batch, j, call, max(timed, 0))
+                checked = True
+            if not judge.resident_inputs:
+                judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
+            if timed >= 1:
+                samples.append(call.reported_us)
+        if done >= warmup:  # a batch with no warm-up call in it
+            reported.append(sum(c.reported_us for c in calls))
+            judged.append(max(0.0, rtt - calibration.overhead_us))
+            sizes.append(len(calls))
+        done += len(calls)
+        if checked and judge.device != "cpu":
+            # Two processes on one GPU take turns: the switch back from the judge's work belongs
+            # to no call, so it is paid here, outside the next batch's round trip.
+            judge.session.settle(judge.deadline)
+        if samples and _enough(samples, policy, time.perf_counter() - started):
+            break
+    if not judged:  # every batch held a warm-up call: bound what there is
+        judged.append(max(0.0, rtt - calibration.overhead_us))
+        reported.append(sum(c.reported_us for c in calls))
+        sizes.append(len(calls))
+    bound = bound_by_judge(reported, judged, sizes, calibration, "cpu" if judge.device == "cpu" else "gpu")
+    return summarise(samples).to_dict() | bound
+
+
+def _enough(samples: list[float], policy: TimingPolicy, elapsed: float) -> bool:
+    n = len(samples)
+    if n >= policy.max_reps:
+        return True
+    if n < max(2, policy.min_reps):
+        return False
+    if elapsed > policy.budget_s:
+        return True
+    mean = statistics.fmean(samples)
+    return mean > 0 and statistics.stdev(samples) / math.sqrt(n) / mean < policy.rel_stderr
+
+
+def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int], calibration: Calibration,
+                   kind: str) -> dict[str, Any]:
+    """The runner's times stand only where the judge's clock around the same batches agrees.
+
+    Per call, the median over batches of what the judge saw beyond the calibrated overhead may
+    exceed the runner's figure by the factor and the floor, plus the calibration's own spread
+    shared by the batch's calls; beyond that the work ran where the runner's clock did not look.
+    """
+    runner = statistics.median(r / n for r, n in zip(reported, sizes, strict=True))
+    judge = statistics.median(j / n for j, n in zip(judged, sizes, strict=True))
+    batch = statistics.median(sizes)
+    allowed = BOUND_FACTOR * runner + BOUND_FLOOR_US[kind] + 1.5 * calibration.spread_us / batch
+    detail = {"judge_median_us": judge, "judge": {
+        "batch": calibration.batch, "overhead_us": round(calibration.overhead_us, 1),
+        "spread_us": round(calibration.spread_us, 1), "allowed_us": round(allowed, 1),
+        "calibration_us": [round(x, 1) for x in calibration.samples_us],
+        "per_call_us": [round(j / n, 1) for j, n in zip(judged, sizes, strict=True)]}}
+    if judge > allowed:
+        raise IntegrityViolation(
+            "timing-contradicted",
+            f"the runner reported {runner:.1f} µs per call, but the judge's clock saw {judge:.1f} µs per call beyond "
+            f"the calibrated overhead (at most {allowed:.1f} µs is explained): work done outside the measured region",
+        )
+    return detail
+
+
+def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str, Any]:
+    """The reference, timed here in the judge (the candidate never touches it), on the shape's two sets."""
+    ref_policy = TimingPolicy(warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
+                              budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5)
+    sets = [clone(b) for b in shape.bases]
+    return Timer(judge.device, ref_policy).run(judge.problem.reference, lambda i: sets[i % 2]).to_dict()

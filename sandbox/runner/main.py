@@ -1,0 +1,316 @@
+"""The runner process: imports one candidate and calls it on the judge's request.
+
+    python -I -c "<bootstrap>" SOCKET_FD
+
+Started by the judge, inside the OS sandbox where the host allows (sandbox/judge/isolation.py),
+with one descriptor: its socket to the judge (the arena's memfd arrives over it). Requests and
+replies are JSON (sandbox/shared/protocol.py):
+
+- setup: attach the arena, choose the device and thread count, put the problem on sys.path
+- call: build the call's data from arena specs, time one call of the kernel (the trusted no-op
+  before any candidate is loaded: the judge calibrates its clock with it), copy the output into
+  the arena, reply with the time
+- load: import the submission; native builds go to the judge (`build` requests), never to a
+  compiler here
+- exit
+
+Standard library, torch and PyYAML only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from sandbox.shared import protocol
+from sandbox.shared.arena import Arena, ArenaError, align, decode, encode
+
+FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
+
+
+class Runner:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.arena: Arena | None = None
+        self.device = "cpu"
+        self.kernel: Any = None
+        self._flush: Any = None
+        # Per shape: its two sets on this device, one set of call tensors per batch slot, the preallocated outputs.
+        self.resident: dict[str, tuple[list[dict[str, Any]], list[Any], list[str]]] = {}
+        self.kept: dict[Any, Any] = {}  # outputs of the last batch's calls on recipes, by call
+
+    # -- the judge's requests -----------------------------------------------------------
+
+    def serve(self) -> None:
+        while True:
+            fds: list[int] = []
+            request = protocol.receive(self.sock, fds)
+            op = request.get("op")
+            if op == "exit":
+                return
+            handler = getattr(self, f"on_{op}", None)
+            if handler is None:
+                protocol.send(self.sock, {"op": "error", "message": f"unknown request {op!r}"})
+                continue
+            protocol.send(self.sock, handler(request, fds))
+
+    def on_setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        import torch
+
+        if fds:
+            self.arena = Arena.attach(fds[0])
+        self.device = str(request.get("device", "cpu"))
+        if request.get("threads"):
+            torch.set_num_threads(int(request["threads"]))
+        problem_dir = request.get("problem_dir")
+        if problem_dir:
+            # GPU MODE submissions import `task` and `utils` as top-level modules.
+            for entry in (str(Path(problem_dir).parent), str(problem_dir)):
+                if entry not in sys.path:
+                    sys.path.insert(0, entry)
+        if self.device.startswith("cuda"):
+            torch.cuda.set_device(0)
+            self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+        return {"op": "ready", "pid": os.getpid()}
+
+    def on_load(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Import the submission from the source the judge sent, written into this runner's own /tmp."""
+        import tempfile
+
+        from sandbox import native, problem
+
+        native.BUILD_SERVICE = self._remote_build
+        path = Path(tempfile.mkdtemp(prefix="ks-candidate-")) / "submission.py"
+        path.write_text(str(request["source"]))
+        try:
+            if request.get("kind") == "kernelbench":
+                bound = problem.load_kernelbench(Path(request["problem"]))
+                bound.bind()  # ModelNew is built from the problem's own init inputs
+                self.kernel = bound.load_submission(path)
+            else:
+                module = problem._load_module("submission", path)
+                self.kernel = getattr(module, "custom_kernel", None)
+                if not callable(self.kernel):
+                    raise problem.SubmissionError("the submission defines no custom_kernel(data)")
+        except native.BuildError as exc:
+            return {"op": "failed", "kind": "build", "message": str(exc)}
+        except BaseException as exc:  # noqa: BLE001 - the candidate's import failed, whatever it raised
+            text = "".join(traceback.format_exception(exc)[-8:])
+            return {"op": "failed", "kind": "import", "message": f"{type(exc).__name__}: {exc}", "trace": text[-4000:]}
+        return {"op": "loaded"}
+
+    def _remote_build(self, **build: Any) -> Path:
+        """Ask the judge to build; wait for its answer (other requests cannot arrive meanwhile)."""
+        from sandbox import native
+
+        protocol.send(self.sock, {"op": "build", **build})
+        reply = protocol.receive(self.sock)
+        if reply.get("op") != "built":
+            raise native.BuildError(str(build.get("name")), str(reply.get("log", "the judge refused the build")))
+        return Path(str(reply["path"]))
+
+    def on_bases(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Keep a shape's two generated sets on this device; calls then name a recipe, not data."""
+        from sandbox.shared.arena import tensors
+
+        key = str(request.get("key"))
+        self.resident.pop(key, None)
+        self.kept = {}
+        if not request["sets"]:  # the judge is done with this shape: free its sets
+            if self.device.startswith("cuda"):
+                import torch
+
+                torch.cuda.empty_cache()
+            return {"op": "based"}
+        sets = [self._data(tree, copy=True) for tree in request["sets"]]
+        buffers = [str(p) for p in request.get("buffers") or []]
+        slots = max(1, min(64, int(request.get("slots") or 1)))
+        self.resident[key] = ([dict(tensors(s)) for s in sets], [_empty_like_tree(sets[0]) for _ in range(slots)], buffers)
+        return {"op": "based"}
+
+    def on_batch(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Calls one after another; the outputs of calls on recipes are all kept until the next batch."""
+        self.kept = {}
+        results = []
+        for item in request.get("calls") or []:
+            answer = self.on_call(dict(item, kernel=request.get("kernel"), out_bytes=request.get("out_bytes")), fds)
+            results.append(answer)
+            if answer.get("op") == "error":
+                break
+        return {"op": "batch_done", "results": results}
+
+    def on_settle(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """A tiny kernel and a sync: the device switches back to this process before the next timed call."""
+        import torch
+
+        if self._flush is not None:
+            self._flush[:1].zero_()
+            torch.cuda.synchronize()
+        return {"op": "settled"}
+
+    def on_deliver(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The bytes of the last call's output, copied into the arena (the judge checks them against the digest)."""
+        if request.get("i") not in self.kept:
+            return {"op": "error", "i": request.get("i"), "message": "no such call's output is kept"}
+        try:
+            tree = encode(self.kept[request.get("i")], self._output_placer(request["out"]))
+        except ArenaError as exc:
+            return {"op": "error", "i": request.get("i"), "message": f"output cannot be returned: {exc}"}
+        return {"op": "delivered", "i": request.get("i"), "out": tree}
+
+    def on_call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        import torch
+
+        index = request.get("i")
+        try:
+            if "recipe" in request:
+                data = self._from_recipe(request["recipe"])
+            else:
+                data = self._data(request["data"])
+            noop = request.get("kernel") == "noop"
+            size = int(request.get("out_bytes") or 0)
+            fn = (lambda data: _noop(data, size)) if noop else self.kernel
+            if fn is None:
+                return {"op": "error", "i": index, "message": "no candidate loaded"}
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            us, out = self._timed(fn, data)
+            if "recipe" in request:
+                from sandbox.shared.arena import tensors
+                from sandbox.shared.blend import digest
+
+                self.kept[index] = out
+                found = [t for _, t in tensors(out)]
+                return {"op": "done", "i": index, "us": us, "digest": digest(found) if found else "none",
+                        "structure": encode(out, _describe)}
+            tree = encode(out, self._output_placer(request["out"]))
+        except ArenaError as exc:
+            return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}
+        except BaseException as exc:  # noqa: BLE001 - anything a candidate raises is its failure
+            text = "".join(traceback.format_exception(exc)[-8:])
+            return {"op": "error", "i": index, "message": f"{type(exc).__name__}: {exc}", "trace": text[-4000:],
+                    "fatal": _device_broken(exc)}
+        return {"op": "done", "i": index, "us": us, "out": tree}
+
+    # -- one call -------------------------------------------------------------------------
+
+    def _data(self, tree: Any, copy: bool = False) -> Any:
+        assert self.arena is not None, "setup first"
+        arena = self.arena
+        if self.device == "cpu" and not copy:
+            return decode(tree, arena.view)
+        return decode(tree, lambda spec: arena.view(spec).to(self.device, copy=True))
+
+    def _from_recipe(self, recipe: dict[str, Any]) -> Any:
+        from sandbox.shared.arena import tensors
+        from sandbox.shared.blend import apply_recipe
+
+        bases, works, buffers = self.resident[str(recipe.get("key"))]
+        work = works[int(recipe.get("slot", 0)) % len(works)]
+        apply_recipe(dict(tensors(work)), bases, recipe, buffers)
+        return work
+
+    def _timed(self, fn: Any, data: Any) -> tuple[float, Any]:
+        import torch
+
+        if not self.device.startswith("cuda"):
+            t0 = time.perf_counter_ns()
+            out = fn(data)
+            return (time.perf_counter_ns() - t0) / 1e3, out
+        self._flush.zero_()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        out = fn(data)
+        end.record()
+        torch.cuda.synchronize()
+        return begin.elapsed_time(end) * 1e3, out
+
+    def _output_placer(self, region: dict[str, Any]) -> Any:
+        """Each output tensor's spec: where it already lies in the arena, else a copy in the region."""
+        import torch
+
+        assert self.arena is not None
+        arena = self.arena
+        cursor = {"at": int(region["offset"])}
+        limit = int(region["offset"]) + int(region["capacity"])
+
+        def place(tensor: torch.Tensor) -> dict[str, Any]:
+            if type(tensor) is not torch.Tensor:
+                tensor = torch.Tensor(tensor)  # subclasses cross as their plain data, nothing more
+            spec = arena.spec_of(tensor)
+            if spec is not None:
+                return spec
+            span = tensor.numel() * tensor.element_size()
+            start = cursor["at"]
+            if start + span > limit:
+                raise ArenaError(f"the output ({span} bytes) is larger than the problem's output allows")
+            spec = {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
+                    "stride": _contiguous(list(tensor.shape)), "offset": start, "device": str(tensor.device)}
+            arena.view(spec).copy_(tensor)
+            cursor["at"] = align(start + span)
+            return spec
+
+        return place
+
+
+def _empty_like_tree(data: Any) -> Any:
+    import torch
+
+    from sandbox.shared.arena import decode
+
+    return decode(encode(data, lambda t: {"t": t}), lambda leaf: torch.empty_like(leaf["t"]))
+
+
+def _describe(tensor: Any) -> dict[str, Any]:
+    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return list(reversed(strides))
+
+
+def _noop(data: Any, out_bytes: int = 0) -> Any:
+    """The judge's calibration call: the same path as a kernel's, returning a copy of `out_bytes` of the
+    largest input (all of it when 0), as a kernel returns its output."""
+    import torch
+
+    from sandbox.shared.arena import tensors
+
+    found = [t for _, t in tensors(data)]
+    if not found:
+        return None
+    largest = max(found, key=lambda t: t.numel() * t.element_size()).contiguous().reshape(-1).view(torch.uint8)
+    if out_bytes and out_bytes <= largest.numel():
+        return largest[:out_bytes].clone()
+    return largest.clone() if not out_bytes else torch.zeros(out_bytes, dtype=torch.uint8, device=largest.device)
+
+
+def _device_broken(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(s in text for s in ("illegal memory access", "illegal instruction", "misaligned address",
+                                   "unspecified launch failure", "device-side assert"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv if argv is None else argv
+    sock = socket.socket(fileno=int(argv[1]))
+    import torch  # noqa: F401 - paid before the first request, while the judge prepares
+
+    runner = Runner(sock)
+    protocol.send(sock, {"op": "hello", "pid": os.getpid()})
+    try:
+        runner.serve()
+    except (protocol.ChannelClosed, OSError):
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,102 @@
+"""How a call's inputs are made from two generated sets, and how an output is committed to.
+
+Both sides run this code: the judge to know exactly what a call was given, a GPU runner to
+build the call's inputs on its own device (copying them over the bus for every call would
+cost more than most kernels). The recipe (which set first, the rotation, the weight) is the
+judge's secret until the call is requested, so nothing can be prepared for it.
+
+`digest` commits a runner to an output at the moment it answers: the judge asks for the
+bytes of a secret subset of calls afterwards and checks them against the digest they were
+announced with, so an output cannot be computed after the timed call returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+
+def _signed32(value: int) -> int:
+    value %= 1 << 32
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+# An odd multiplier and 64 odd column weights, as signed 32-bit values (a fixed pattern: the digest
+# needs no secret, only the exact bytes of the output).
+_MULTIPLIER = _signed32(0x2545F491)
+_WEIGHTS32 = [_signed32(0x9E3779B9 * (2 * i + 1) | 1) for i in range(64)]
+
+
+def flat(tensor: torch.Tensor) -> torch.Tensor:
+    """The elements of a dense tensor in storage order (a view)."""
+    return tensor.as_strided((tensor.numel(),), (1,), tensor.storage_offset())
+
+
+def blend_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, k: int, weight: float) -> None:
+    """out = weight * a + (1 - weight) * b rotated by k elements, in storage order."""
+    o, x, y = flat(out), flat(a), flat(b)
+    n = x.numel()
+    if out.element_size() == 1:  # fp8: blend in float32, round once
+        o.copy_(torch.lerp(torch.roll(y, -k).float(), x.float(), weight))
+        return
+    torch.lerp(y[k:], x[: n - k], weight, out=o[: n - k])
+    if k:
+        torch.lerp(y[:k], x[n - k:], weight, out=o[n - k:])
+
+
+def apply_recipe(work: dict[str, torch.Tensor], bases: list[dict[str, torch.Tensor]], recipe: dict[str, Any],
+                 buffers: list[str]) -> None:
+    """Fill the call's tensors (`work`, by path) from the two sets as the recipe says."""
+    first = bases[int(recipe["first"])]
+    second = bases[1 - int(recipe["first"])]
+    mixes = recipe.get("mix") or {}
+    for path, target in work.items():
+        if path in buffers:
+            poison(target)
+        elif path in mixes:
+            k, weight = mixes[path]
+            blend_into(target, first[path], second[path], int(k), float(weight))
+        else:
+            target.copy_(first[path])
+
+
+def poison(tensor: torch.Tensor) -> None:
+    """Fill a preallocated output so that any element a kernel forgets to write fails the check."""
+    if tensor.is_floating_point():
+        if tensor.element_size() == 1:
+            tensor.view(torch.uint8).fill_(0x80 if tensor.dtype == torch.float8_e4m3fnuz else 0x7F)
+        else:
+            tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        tensor.fill_(True)
+    else:
+        tensor.fill_(-1 if tensor.dtype.is_signed else 0x7F)
+
+
+def digest(tensors: list[torch.Tensor]) -> str:
+    """A position-sensitive, non-linear digest of the tensors' bytes, computed where they lie.
+
+    32-bit words are multiplied and xor-shifted (wrapping), weighted by their column among 64, then
+    folded with xor: a few passes over the output, and no sum (a problem may forbid library
+    reductions, and this runs in the runner).
+    """
+    parts = []
+    for tensor in tensors:
+        raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        usable = raw.numel() // 4 * 4
+        mixed = raw[:usable].view(torch.int32) * _MULTIPLIER
+        mixed = torch.bitwise_xor(mixed, mixed >> 15)
+        full = mixed.numel() // 64 * 64
+        folded: list[int] = [0] * 64
+        if full:
+            rows = mixed[:full].view(-1, 64) * torch.tensor(_WEIGHTS32, dtype=torch.int32, device=tensor.device)
+            while rows.shape[0] > 1:
+                half = rows.shape[0] // 2
+                top = torch.bitwise_xor(rows[:half], rows[half:2 * half])
+                rows = torch.cat([top, rows[2 * half:]]) if rows.shape[0] % 2 else top
+            folded = rows[0].tolist()
+        words = [w & 0xFFFFFFFF for w in folded + mixed[full:].tolist()] + raw[usable:].tolist()
+        parts.append(hashlib.sha256(repr((words, raw.numel())).encode()).hexdigest()[:32])
+    return "/".join(parts)
