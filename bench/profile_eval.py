@@ -3,7 +3,7 @@
     python bench/profile_eval.py [PROBLEM] [--target cuda] [--mode check]
 
 Prints the time of each start-up step of a fresh worker process (interpreter and
-torch import, device context, tool probes), then profiles `sandbox.worker.run`
+torch import, device context, tool probes), then profiles the judge (`sandbox.judge.evaluation`, in this process; its runner is a child)
 in this process on the problem's seed (its build already cached) and prints the
 slowest functions by cumulative time.
 """
@@ -46,19 +46,25 @@ def main() -> None:
     for name, secs in steps.items():
         print(f"{name:32s} {secs:6.2f} s")
 
+    from sandbox.judge.evaluation import evaluate_request
+    from sandbox.judge.main import _start_runner
     from sandbox.problem import load_problem
-    from sandbox.worker import Events, run
 
-    seed = load_problem(args.problem, args.target).seed_for(args.target)
-    request = {"problem": args.problem, "submission": str(seed), "target": args.target, "mode": args.mode,
+    class Quiet:
+        def send(self, **event: object) -> None:
+            pass
+
+    spec = load_problem(args.problem, args.target)
+    seed = spec.seed_for(args.target)
+    request = {"problem": str(spec.path), "submission": str(seed), "target": args.target, "mode": args.mode,
                "timing": {"budget_s": 0.25, "warmup_s": 0.02}}
-    run(request, Events())  # builds (or finds in cache) and warms up
+    evaluate_request(request, Quiet(), {}, {}, _start_runner)  # builds (or finds in cache)
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    result = run(request, Events())
+    result = evaluate_request(request, Quiet(), {}, {}, _start_runner)  # the judge in this process
     profiler.disable()
-    print(f"run(): {time.perf_counter() - started:.2f} s, status {result['status']}, phases {result['phases']}")
+    print(f"judge: {time.perf_counter() - started:.2f} s, status {result['status']}, phases {result['phases']}")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
     print(out.getvalue()[-9000:])

@@ -278,18 +278,19 @@ def _integrity(block: Any, where: Path) -> dict[str, Any]:
     return dict(block)
 
 
-_VALUE_CASES = {"name", "scale", "offset", "constant", "spike"}
+_VALUE_CASES = {"name", "scale", "offset", "constant", "spike", "inputs"}
 
 
 def _adversarial(value: Any, where: Path) -> list[dict[str, Any]]:
-    """The `adversarial:` list of task.yml: mappings of name, scale, offset, constant, spike."""
+    """The `adversarial:` list of task.yml: mappings of name, scale, offset, constant, spike, and the
+    positions of the inputs they change (`inputs: [0]`; all floating inputs when absent)."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ProblemError(f"{where}: adversarial: expected a list of mappings")
     for case in value:
         unknown = set(case) - _VALUE_CASES
-        if unknown or len(case.keys() - {"name"}) == 0:
+        if unknown or len(case.keys() - {"name", "inputs"}) == 0:
             raise ProblemError(f"{where}: adversarial case {case}: use {sorted(_VALUE_CASES)}")
     return [dict(v) for v in value]
 

@@ -24,6 +24,22 @@ if ! command -v g++ >/dev/null 2>&1; then
     echo "warning: no g++ found; CPU kernels cannot be built" >&2
   fi
 fi
+# bubblewrap puts each candidate's runner in its own sandbox (read-only system, private /tmp, own PID
+# namespace, no network); perf samples what library code a runner ran. Without either, evaluations
+# still run and the verdict's protections say what was missing.
+for tool in "bwrap:bubblewrap" "perf:linux-perf"; do
+  if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    if command -v apt-get >/dev/null 2>&1 && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
+      echo "installing ${tool#*:}"
+      { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${tool#*:}" >/dev/null; } \
+        || echo "warning: ${tool#*:} could not be installed; verdicts will say what it would have guarded" >&2
+    else
+      echo "warning: no ${tool%%:*} and no apt-get to install it; verdicts will say what it would have guarded" >&2
+    fi
+  fi
+done
 # hipcc compiles HIP candidates for the MI300 ISA (static reports; no AMD GPU needed).
 # Debian's package knows gfx940, the MI300 ISA family; the tests skip without it.
 if ! command -v hipcc >/dev/null 2>&1; then

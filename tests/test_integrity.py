@@ -1,5 +1,5 @@
-"""The adversarial suite: every known trick is rejected with a readable reason,
-and legitimately clever kernels pass. GPU-only tricks carry the gpu mark."""
+"""Limits enforced from outside the judge and the runner, the protections a verdict states, the
+advisory static scan, and the GPU's tricks (marked gpu). The CPU red-team set is tests/test_redteam.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate, network_isolation
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.integrity import ERROR, WARNING, Policy, scan_source
 from sandbox.verdict import Status
 
@@ -25,49 +25,6 @@ def _options(target: str, mode: str, **extra) -> EvalOptions:
     )
 
 
-# (problem, candidate file, mode, expected status, words the reason must contain)
-CPU_TRICKS = [
-    ("softmax", "stale_memory", "check", Status.wrong_output, "worst element"),
-    ("vector_add", "mutate_inputs", "check", Status.rejected, "changed input #0"),
-    ("vector_add", "cache_by_pointer", "full", Status.rejected, "timed repetition"),
-    ("vector_add", "cache_by_shape", "full", Status.rejected, "timed repetition"),
-    ("vector_add", "cache_global", "full", Status.rejected, "timed repetition"),
-    ("softmax", "first_row_only", "check", Status.wrong_output, "out of tolerance"),
-    ("vector_add", "constant_output", "check", Status.wrong_output, "out of tolerance"),
-    ("vector_add", "thread_left_running", "check", Status.rejected, "left thread(s) running"),
-    ("vector_add", "lazy_subclass", "check", Status.rejected, "subclass"),
-    ("vector_add", "patch_timer_static", "check", Status.rejected, "replaces time.perf_counter_ns"),
-    ("vector_add", "patch_timer_hidden", "check", Status.rejected, "replaced time.perf_counter_ns"),
-    ("vector_add", "patch_cuda_event", "check", Status.rejected, "replaces torch.cuda.Event"),
-    ("vector_add", "call_reference_static", "check", Status.rejected, "reference"),
-    ("vector_add", "call_reference_hidden", "check", Status.rejected, "called the problem's reference"),
-    ("vector_add", "library_op", "check", Status.rejected, "add"),
-    ("matmul_bf16", "library_matmul", "check", Status.rejected, "mm"),
-    ("softmax", "lower_precision", "check", Status.wrong_output, "out of tolerance"),
-    ("vector_add", "read_harness_file", "check", Status.rejected, "request.json"),
-    ("softmax", "read_reference_memory", "check", Status.rejected, "gc.get_objects"),
-]
-
-
-@pytest.mark.parametrize("problem, name, mode, status, words", CPU_TRICKS, ids=[t[1] for t in CPU_TRICKS])
-def test_trick_is_caught_on_cpu(problem: str, name: str, mode: str, status: Status, words: str) -> None:
-    verdict = evaluate(problem, ADV / f"{name}.py", _options("cpu", mode))
-    detail = verdict.message + " | " + " | ".join(t.message for t in verdict.tests if not t.passed)
-    assert verdict.status == status, (verdict.status, detail, verdict.errors)
-    assert words in detail, detail
-    if status == Status.rejected:
-        assert verdict.integrity.violation is not None and verdict.integrity.violation.reason
-
-
-@pytest.mark.parametrize(
-    "problem, name", [("vector_add", "legit_inplace_add"), ("softmax", "legit_softmax_workspace")]
-)
-def test_clever_but_legitimate_kernels_pass(problem: str, name: str) -> None:
-    verdict = evaluate(problem, ADV / f"{name}.py", _options("cpu", "full"))
-    assert verdict.status == Status.ok, (verdict.message, verdict.errors)
-    assert verdict.integrity.violation is None
-
-
 def test_unbounded_memory_is_stopped_at_the_limit() -> None:
     verdict = evaluate("vector_add", ADV / "unbounded_memory.py", _options("cpu", "check", memory_limit_mb=1500))
     assert verdict.status == Status.resource_limit, verdict.message
@@ -80,8 +37,7 @@ def test_a_good_candidate_after_a_memory_hog() -> None:
     assert evaluate("vector_add", seed, _options("cpu", "check")).status == Status.ok
 
 
-@pytest.mark.skipif(not network_isolation(), reason="unshare -n is not permitted here")
-def test_candidate_has_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_candidate_has_no_network(tmp_path: Path) -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -89,15 +45,17 @@ def test_candidate_has_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     accepted: list[object] = []
     thread = threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True)
     thread.start()
-    monkeypatch.setenv("KS_TEST_NET_PORT", str(port))
+    probe = tmp_path / "probe.py"  # the port travels in the source: a runner's environment is the judge's choice
+    probe.write_text((ADV / "open_network.py").read_text().replace('os.environ.get("KS_TEST_NET_PORT", "9")', str(port)))
     try:
-        verdict = evaluate("vector_add", ADV / "open_network.py", _options("cpu", "check"))
+        verdict = evaluate("vector_add", probe, _options("cpu", "check"))
     finally:
         server.close()
     assert verdict.status == Status.runtime_error
     assert "network probe: refused" in verdict.message, verdict.message
     assert not accepted
-    assert verdict.integrity.protections["network"] == "isolated (unshare -n)"
+    isolated = verdict.integrity.protections["runner"].startswith("bubblewrap")
+    assert isolated or verdict.integrity.protections["network"] == "isolated (unshare -n)"
     assert any(f.rule == "module-socket" for f in verdict.integrity.findings)
 
 
@@ -106,34 +64,25 @@ def test_verdict_states_the_protections_in_force() -> None:
     verdict = evaluate("vector_add", seed, _options("cpu", "check", memory_limit_mb=4096, open_files=512))
     guards = verdict.integrity.protections
     assert guards["memory_limit_mb"] == 4096 and guards["open_files_limit"] == 512
-    assert guards["scrubbed_environment"] and guards["own_process_per_candidate"] and guards["static_scan"]
-    assert guards["network"] in ("isolated (unshare -n)", "not isolated")
+    assert guards["judge_outside_candidate"] and guards["static_scan"] == "advisory"
+    assert guards["runner"].startswith(("bubblewrap", "not isolated"))
+    assert guards["library_use"].startswith(("sampled from outside the runner", "not sampled"))
 
 
-def test_static_scan_reasons_and_severities() -> None:
+def test_static_scan_is_advice_with_reasons() -> None:
     source = (
         "import gc, threading\nimport time as t\nfrom reference import ref_kernel\n"
         "t.perf_counter = lambda: 0\nx = gc.get_objects()\nopen('request.json')\n"
-        "import torch\ny = torch.matmul(1, 2)\nz = a @ b\n"
+        "import torch\ny = torch.matmul(1, 2)\nz = a @ b\nclass K: pass\nK.__subclasses__()\n"
     )
     findings = scan_source(source, Policy(forbidden_ops=["mm", "matmul"]))
-    by_rule = {(f.rule, f.severity) for f in findings}
-    assert ("reference-call", ERROR) in by_rule
-    assert ("timer-patch", ERROR) in by_rule
-    assert ("introspection", ERROR) in by_rule
-    assert ("harness-file", ERROR) in by_rule
-    assert ("module-threading", WARNING) in by_rule
-    assert ("forbidden-op", WARNING) in by_rule
-    lines = {f.rule: f.line for f in findings if f.severity == ERROR}
+    rules = {f.rule for f in findings}
+    assert {"reference-call", "timer-patch", "introspection", "harness-file", "module-threading", "forbidden-op"} <= rules
+    assert all(f.severity == WARNING and f.reason and f.line for f in findings)
+    lines = {f.rule: f.line for f in findings}
     assert lines["timer-patch"] == 4 and lines["harness-file"] == 6
-    assert all(f.reason for f in findings)
-    assert scan_source("def f(:\n")[0].rule == "syntax"
-
-
-def test_bundled_seeds_have_no_static_errors() -> None:
-    for seed in (ROOT / "problems").glob("*/seeds/*.py"):
-        errors = [f for f in scan_source(seed.read_text()) if f.severity == ERROR]
-        assert not errors, (seed, errors)
+    syntax = scan_source("def f(:\n")[0]
+    assert syntax.rule == "syntax" and syntax.severity == ERROR
 
 
 # -- on the GPU -------------------------------------------------------------------
@@ -141,19 +90,18 @@ def test_bundled_seeds_have_no_static_errors() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "problem, name, mode, status, words",
+    "problem, name, mode, statuses, words",
     [
-        ("vector_add", "side_stream_escape", "full", Status.rejected, "stream"),
-        ("softmax", "stale_memory", "check", Status.wrong_output, "worst element"),
-        ("vector_add", "cache_by_pointer_gpu", "full", Status.rejected, "timed repetition"),
-        ("vector_add", "library_op", "check", Status.rejected, "add"),
+        ("vector_add", "side_stream_escape", "full", {Status.rejected}, "outside the measured region"),
+        ("vector_add", "cache_by_pointer_gpu", "full", {Status.rejected, Status.wrong_output}, "expected"),
+        ("softmax", "stale_memory", "check", {Status.wrong_output}, "worst element"),
     ],
-    ids=["side_stream_escape", "stale_memory", "cache_by_pointer_gpu", "library_op"],
+    ids=["side_stream_escape", "cache_by_pointer_gpu", "stale_memory"],
 )
-def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, status: Status, words: str) -> None:
+def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: set[Status], words: str) -> None:
     verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", mode))
     detail = verdict.message + " | " + " | ".join(t.message for t in verdict.tests if not t.passed)
-    assert verdict.status == status, (verdict.status, detail, verdict.errors)
+    assert verdict.status in statuses, (verdict.status, detail, verdict.errors)
     assert words in detail, detail
 
 

@@ -81,9 +81,10 @@ class Judge:
         chosen = dict(params, seed=self.secret.seed()) if "seed" in params else dict(params)
         return self.problem.generate_input(chosen, self.device)
 
-    def expected(self, pristine: Any) -> tuple[Any, list[str]]:
-        """The reference's output on a copy, and the paths of inputs it wrote (preallocated outputs)."""
-        data = clone(pristine)
+    def expected(self, pristine: Any, consume: bool = False) -> tuple[Any, list[str]]:
+        """The reference's output on a copy (on `pristine` itself when the caller is done with it and
+        the tolerance decides: no second copy of a large input), and the paths of inputs it wrote."""
+        data = pristine if consume and self.problem.tolerance is not None else clone(pristine)
         output = self.problem.reference(data)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -270,10 +271,14 @@ def apply_values(data: Any, case: dict[str, Any]) -> None:
     """Turn generated inputs into a stated adversarial case, in place: floating inputs only.
 
     scale: multiply (wide spreads within a row); offset: add (large magnitudes);
-    constant: fill (constant rows); spike: set the first element of every row.
+    constant: fill (constant rows); spike: set the first element of every row;
+    inputs: the positions of the inputs to change (all floating inputs when absent).
     """
-    for _, tensor in tensors(data):
+    chosen = {f"[{i}]" for i in case["inputs"]} if "inputs" in case else None
+    for path, tensor in tensors(data):
         if not tensor.is_floating_point() or tensor.element_size() == 1:
+            continue
+        if chosen is not None and path not in chosen:
             continue
         if "scale" in case:
             tensor.mul_(float(case["scale"]))

@@ -3,9 +3,11 @@
 A candidate can switch off anything inside its own process, so library use is seen from
 the judge: `perf record` samples every thread of the runner (threads started later too)
 while it checks and times, and each sample names the shared object and the symbol it hit.
-A sample counts against the candidate when it lies in a library (anything but the
-candidate's own code: its builds, JIT output under its private /tmp) and its symbol
-matches one of the problem's forbidden patterns. Names the Python layer uses do not
+A sample counts against the candidate when its symbol matches one of the problem's forbidden
+patterns and it lies in a library (anything but the candidate's own code: its builds, JIT output
+under its private /tmp) or has a name only a library's own code has (torch's at::native, BLAS
+entry points: a library copied under /tmp still counts). Code run from a memfd, a deleted file or
+anonymous memory cannot be looked at, so much time there is a rejection of its own. Names the Python layer uses do not
 matter: `addbmm`, `torch.matmul`, numpy's `dot` and a ctypes call into BLAS all end in
 the same gemm symbols.
 """
@@ -30,7 +32,12 @@ class Sampled:
 
     samples: int = 0
     forbidden: Counter[tuple[str, str]] = field(default_factory=Counter)
+    hidden: int = 0  # samples in code with no file behind it (memfd, deleted, anonymous)
     error: str | None = None
+
+    def hides_code(self) -> bool:
+        """More than a twentieth of the runner's time in code no one can look at."""
+        return self.hidden > max(10, 0.05 * self.samples)
 
     def describe(self) -> str:
         hits = ", ".join(f"{sym} in {Path(dso).name} ({n})" for (dso, sym), n in self.forbidden.most_common(3))
@@ -44,13 +51,25 @@ def available() -> bool:
 def patterns_for(forbidden_ops: list[str], extra: list[str]) -> list[re.Pattern[str]]:
     """Symbol patterns: the problem's own (`forbidden_symbols`), and each forbidden operator as a
     whole word in a symbol of torch's native implementations (`at::native`, mangled `6native`)."""
-    words = [re.compile(rf"6native.*(?<![A-Za-z]){re.escape(op.strip('_'))}(?![A-Za-z])")
+    # The name may be followed by a capital (mangled template arguments: `vectorized_outer_sumI...`).
+    words = [re.compile(rf"6native.*(?<![A-Za-z]){re.escape(op.strip('_'))}(?![a-z])")
              for op in forbidden_ops if op.strip("_")]
     return words + [re.compile(p) for p in extra]
 
 
-def _native(symbol: str) -> bool:
-    return "6native" in symbol
+# Names only a library's own code has: torch's native implementations, BLAS entry points and kernels.
+_LIBRARY_SHAPED = re.compile(
+    r"6native|^(cblas_|openblas|mkl_|dnnl|gotoblas|blas_)|^[sdchz]gemm_($|kernel|beta|[io][nt]copy)|gemm_kernel|_[sdhz]gemm"
+)
+
+
+def _library_shaped(symbol: str) -> bool:
+    return bool(_LIBRARY_SHAPED.search(symbol))
+
+
+def _hidden(dso: str) -> bool:
+    """Code run from where no file can be read back: a memfd, a deleted file, anonymous memory."""
+    return dso.startswith(("/memfd:", "[anon", "//anon")) or dso.endswith("(deleted)") or dso == "[unknown]"
 
 
 class LibraryWatch:
@@ -102,13 +121,17 @@ class LibraryWatch:
             if len(parts) != 2:
                 continue
             result.samples += 1
-            sym, _, dso = parts[1].rpartition(" (")
-            dso, sym = dso.rstrip(")"), sym.split("+")[0]
+            # Symbols are printed mangled (no spaces); the file may have spaces: "/memfd:x (deleted)".
+            sym, _, dso = parts[1].partition(" (")
+            dso, sym = dso.removesuffix(")"), sym.split("+")[0]
+            if _hidden(dso):
+                result.hidden += 1
+                continue
             if not sym or sym == "[unknown]":
                 continue
-            # Implementations inside torch (at::native) are library code wherever the file lies,
-            # a copy under /tmp included; other patterns (BLAS) count outside the candidate's own code.
-            if any(p.search(sym) for p in patterns if _native(sym) or not self._own(dso)):
+            # A library's own code (torch's at::native, BLAS entry points and kernels) counts wherever
+            # its file lies, a copy under /tmp included; other matches count outside the candidate's code.
+            if any(p.search(sym) for p in patterns) and (_library_shaped(sym) or not self._own(dso)):
                 result.forbidden[(dso, sym)] += 1
         return result
 

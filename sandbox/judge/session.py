@@ -113,8 +113,8 @@ class RunnerSession:
 
     def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float) -> None:
         self.arena = arena
-        protocol.send(self.sock, {"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir)},
-                      fds=[arena.fd])
+        self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir)},
+                   fds=[arena.fd])
         reply = self._receive(deadline)
         if reply.get("op") != "ready":
             raise RunnerBroke(f"setup answered with {str(reply)[:200]}")
@@ -122,13 +122,13 @@ class RunnerSession:
 
     def load(self, problem: str, kind: str, submission: Path, deadline: float) -> dict[str, Any]:
         """Import the candidate, serving its build requests; the runner's last word on the import."""
-        protocol.send(self.sock, {"op": "load", "problem": problem, "kind": kind,
+        self._send({"op": "load", "problem": problem, "kind": kind,
                                   "source": submission.read_text(errors="replace")})
         while True:
             reply = self._receive(deadline)
             if reply.get("op") != "build":
                 return reply
-            protocol.send(self.sock, self._build(reply))
+            self._send(self._build(reply))
 
     def call(self, index: int, deadline: float, *, data: Any = None, recipe: dict[str, Any] | None = None,
              out_region: dict[str, int] | None = None, noop: bool = False) -> Call:
@@ -140,7 +140,7 @@ class RunnerSession:
         else:
             request.update(data=data, out=out_region)
         started = time.perf_counter_ns()
-        protocol.send(self.sock, request)
+        self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         if reply.get("i") != index or reply.get("op") not in ("done", "error"):
@@ -148,13 +148,15 @@ class RunnerSession:
         return _call_of(reply, rtt)
 
     def batch(self, items: list[dict[str, Any]], deadline: float, noop: bool = False,
-              out_bytes: int = 0) -> tuple[list[Call], float]:
+              out_bytes: int = 0, out_path: str | None = None) -> tuple[list[Call], float]:
         """Calls one after another in the runner (each item: `i` and `data`+`out` or `recipe`), with one
         round trip on the judge's clock for all of them: its noise is shared by the batch's calls.
-        The no-op returns `out_bytes` bytes, as large as the problem's output."""
-        request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes}
+        The no-op returns what a kernel returns: the preallocated output at `out_path`, else a new
+        tensor of `out_bytes` bytes."""
+        request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes,
+                   "out_path": out_path}
         started = time.perf_counter_ns()
-        protocol.send(self.sock, request)
+        self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         answers = reply.get("results")
@@ -172,21 +174,21 @@ class RunnerSession:
     def bases(self, key: str, sets: list[Any], buffers: list[str], deadline: float, slots: int = 1) -> None:
         """Hand the runner a shape's two generated sets (arena trees) to keep on its device under `key`,
         with `slots` sets of call tensors (one per call of a batch); no sets: forget the shape."""
-        protocol.send(self.sock, {"op": "bases", "key": key, "sets": sets, "buffers": buffers, "slots": slots})
+        self._send({"op": "bases", "key": key, "sets": sets, "buffers": buffers, "slots": slots})
         reply = self._receive(deadline)
         if reply.get("op") != "based":
             raise RunnerBroke(f"the answer to bases was {str(reply)[:200]}")
 
     def settle(self, deadline: float) -> None:
         """Let the runner's device work start afresh (after the judge used the same GPU)."""
-        protocol.send(self.sock, {"op": "settle"})
+        self._send({"op": "settle"})
         reply = self._receive(deadline)
         if reply.get("op") != "settled":
             raise RunnerBroke(f"the answer to settle was {str(reply)[:200]}")
 
     def deliver(self, index: int, out_region: dict[str, int], deadline: float) -> Any:
         """The kept output of call `index`, copied into the arena: its tree, or None when the runner has none."""
-        protocol.send(self.sock, {"op": "deliver", "i": index, "out": out_region})
+        self._send({"op": "deliver", "i": index, "out": out_region})
         reply = self._receive(deadline)
         if reply.get("i") != index or reply.get("op") not in ("delivered", "error"):
             raise RunnerBroke(f"expected the output of call {index}, got {str(reply)[:200]}")
@@ -210,6 +212,12 @@ class RunnerSession:
         return {"op": "built", "path": str(path)}
 
     # -- the channel ------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        try:
+            protocol.send(self.sock, message, fds=fds)
+        except OSError as exc:  # the runner is gone (a broken pipe): say how it ended
+            raise RunnerGone(self.exit_description()) from exc
 
     def _receive(self, deadline: float) -> dict[str, Any]:
         remaining = deadline - time.monotonic()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.integrity import IntegrityViolation
-from sandbox.judge.checks import Judge, clone, output_bytes
+from sandbox.judge.checks import Judge, output_bytes
 from sandbox.judge.session import Call
 from sandbox.shared.arena import align, tensors
 from sandbox.summary import summarise
@@ -40,7 +40,7 @@ MAX_BATCH = 16
 BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
 # How far the judge's clock may exceed the runner's figure, per call, before the runner is not
 # believed: a factor (host work the events do not see, scheduling) and a floor in microseconds.
-BOUND_FACTOR = 1.5
+BOUND_FACTOR = {"cpu": 1.2, "gpu": 1.25}
 BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
 
 
@@ -142,10 +142,11 @@ def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed:
     if judge.resident_inputs:
         output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes)
         pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[j])
+        expected, _ = judge.expected(pristine, consume=True)
     else:
         output = judge.output_of(call)
         pristine = batch.pristines[j]
-    expected, _ = judge.expected(pristine)
+        expected, _ = judge.expected(pristine)
     verdict = judge.verdict_of(pristine, output, expected)
     if not verdict.passed:
         raise IntegrityViolation(
@@ -164,7 +165,8 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
     overheads = []
     for attempt in range(CALIBRATION_BATCHES + 1):
         batch = _batch(judge, shape, shape.batch)
-        calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes)
+        calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes,
+                                         out_path=shape.buffers[0] if shape.buffers else None)
         if len(calls) < len(batch.items) or not all(c.ok for c in calls):
             raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
@@ -183,10 +185,11 @@ def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
     if judge.resident_inputs:
         output = judge.delivered(call, batch.items[0]["i"], shape.out_bytes)
         pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[0])
+        expected, _ = judge.expected(pristine, consume=True)
     else:
         output = judge.output_of(call)
         pristine = batch.pristines[0]
-    expected, _ = judge.expected(pristine)
+        expected, _ = judge.expected(pristine)
     judge.verdict_of(pristine, expected, expected)  # a passing comparison's cost
     del output
     if judge.device != "cpu":
@@ -219,9 +222,10 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
                 checked = True
             if not judge.resident_inputs:
                 judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
-            if timed >= 1:
-                samples.append(call.reported_us)
         if done >= warmup:  # a batch with no warm-up call in it
+            # The sample is the batch's mean per call: a call's own figure could be moved onto
+            # another call of its batch, the batch's total is what the judge's clock bounds.
+            samples.append(sum(c.reported_us for c in calls) / len(calls))
             reported.append(sum(c.reported_us for c in calls))
             judged.append(max(0.0, rtt - calibration.overhead_us))
             sizes.append(len(calls))
@@ -230,21 +234,18 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
             # Two processes on one GPU take turns: the switch back from the judge's work belongs
             # to no call, so it is paid here, outside the next batch's round trip.
             judge.session.settle(judge.deadline)
-        if samples and _enough(samples, policy, time.perf_counter() - started):
+        if samples and _enough(samples, sum(sizes), policy, time.perf_counter() - started):
             break
-    if not judged:  # every batch held a warm-up call: bound what there is
-        judged.append(max(0.0, rtt - calibration.overhead_us))
-        reported.append(sum(c.reported_us for c in calls))
-        sizes.append(len(calls))
     bound = bound_by_judge(reported, judged, sizes, calibration, "cpu" if judge.device == "cpu" else "gpu")
-    return summarise(samples).to_dict() | bound
+    return summarise(samples).to_dict() | bound | {"reps": sum(sizes)}
 
 
-def _enough(samples: list[float], policy: TimingPolicy, elapsed: float) -> bool:
+def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: float) -> bool:
+    """Enough timed calls (`min_reps`, and at least 3 batches) for the spread, or out of budget."""
     n = len(samples)
-    if n >= policy.max_reps:
+    if calls >= policy.max_reps:
         return True
-    if n < max(2, policy.min_reps):
+    if calls < max(2, policy.min_reps) or n < 3:
         return False
     if elapsed > policy.budget_s:
         return True
@@ -263,7 +264,7 @@ def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int],
     runner = statistics.median(r / n for r, n in zip(reported, sizes, strict=True))
     judge = statistics.median(j / n for j, n in zip(judged, sizes, strict=True))
     batch = statistics.median(sizes)
-    allowed = BOUND_FACTOR * runner + BOUND_FLOOR_US[kind] + 1.5 * calibration.spread_us / batch
+    allowed = BOUND_FACTOR[kind] * runner + BOUND_FLOOR_US[kind] + 1.5 * calibration.spread_us / batch
     detail = {"judge_median_us": judge, "judge": {
         "batch": calibration.batch, "overhead_us": round(calibration.overhead_us, 1),
         "spread_us": round(calibration.spread_us, 1), "allowed_us": round(allowed, 1),
@@ -282,5 +283,5 @@ def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str
     """The reference, timed here in the judge (the candidate never touches it), on the shape's two sets."""
     ref_policy = TimingPolicy(warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
                               budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5)
-    sets = [clone(b) for b in shape.bases]
+    sets = shape.bases  # no longer needed by anything else: the reference may write its outputs into them
     return Timer(judge.device, ref_policy).run(judge.problem.reference, lambda i: sets[i % 2]).to_dict()

@@ -19,6 +19,7 @@ Standard library, torch and PyYAML only.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
@@ -58,6 +59,9 @@ class Runner:
                 protocol.send(self.sock, {"op": "error", "message": f"unknown request {op!r}"})
                 continue
             protocol.send(self.sock, handler(request, fds))
+            if op == "batch":
+                gc.enable()
+                gc.collect(1)
 
     def on_setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         import torch
@@ -137,8 +141,12 @@ class Runner:
         """Calls one after another; the outputs of calls on recipes are all kept until the next batch."""
         self.kept = {}
         results = []
+        # No collection inside a batch: a pause there lands on the judge's clock and on no call's.
+        # The collector runs when the runner is idle, after answering (`serve`).
+        gc.disable()
         for item in request.get("calls") or []:
-            answer = self.on_call(dict(item, kernel=request.get("kernel"), out_bytes=request.get("out_bytes")), fds)
+            answer = self.on_call(dict(item, kernel=request.get("kernel"), out_bytes=request.get("out_bytes"),
+                                       out_path=request.get("out_path")), fds)
             results.append(answer)
             if answer.get("op") == "error":
                 break
@@ -173,8 +181,8 @@ class Runner:
             else:
                 data = self._data(request["data"])
             noop = request.get("kernel") == "noop"
-            size = int(request.get("out_bytes") or 0)
-            fn = (lambda data: _noop(data, size)) if noop else self.kernel
+            size, path = int(request.get("out_bytes") or 0), request.get("out_path")
+            fn = (lambda data: _noop(data, size, path)) if noop else self.kernel
             if fn is None:
                 return {"op": "error", "i": index, "message": "no candidate loaded"}
             if self.device.startswith("cuda"):
@@ -278,9 +286,9 @@ def _contiguous(shape: list[int]) -> list[int]:
     return list(reversed(strides))
 
 
-def _noop(data: Any, out_bytes: int = 0) -> Any:
-    """The judge's calibration call: the same path as a kernel's, returning a copy of `out_bytes` of the
-    largest input (all of it when 0), as a kernel returns its output."""
+def _noop(data: Any, out_bytes: int = 0, out_path: str | None = None) -> Any:
+    """The judge's calibration call: the same path as a kernel's. It returns what a kernel returns: the
+    preallocated output at `out_path`, else a copy of `out_bytes` of the largest input (all when 0)."""
     import torch
 
     from sandbox.shared.arena import tensors
@@ -288,6 +296,8 @@ def _noop(data: Any, out_bytes: int = 0) -> Any:
     found = [t for _, t in tensors(data)]
     if not found:
         return None
+    if out_path is not None:
+        return dict(tensors(data)).get(out_path, found[-1])
     largest = max(found, key=lambda t: t.numel() * t.element_size()).contiguous().reshape(-1).view(torch.uint8)
     if out_bytes and out_bytes <= largest.numel():
         return largest[:out_bytes].clone()

@@ -1,0 +1,247 @@
+"""The boundary between the judge and the runner, piece by piece, without starting an evaluation."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sandbox.integrity import IntegrityViolation
+from sandbox.judge import isolation, libwatch
+from sandbox.judge.timed import Calibration, bound_by_judge
+from sandbox.problem import ProblemError, load_gpumode
+from sandbox.shared import protocol
+from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode
+from sandbox.shared.blend import apply_recipe, digest
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the runner process may import of the project: nothing that decides a verdict or holds a secret.
+JUDGE_ONLY = ("sandbox.judge", "sandbox.evaluator", "sandbox.compare", "sandbox.verdict", "sandbox.pool",
+              "sandbox.summary", "sandbox.timing", "sandbox.integrity", "sandbox.targets")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_runner_modules_import_nothing_of_the_judge() -> None:
+    files = [*(ROOT / "sandbox" / "runner").glob("*.py"), *(ROOT / "sandbox" / "shared").glob("*.py")]
+    assert files
+    for path in files:
+        private = sorted(m for m in _imports(path) if m.startswith(JUDGE_ONLY))
+        assert not private, (path.name, private)
+
+
+def test_a_started_runner_has_loaded_no_judge_module() -> None:
+    # What the runner imports at start and to load a candidate (the native loader, the problem loader).
+    script = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import sandbox.runner.main, sandbox.native, sandbox.problem, sandbox.shared.blend\n"
+        f"print([m for m in sys.modules if m.startswith({JUDGE_ONLY!r})])\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_runner_gets_one_descriptor_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge.session import _secret_free_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-no")
+    monkeypatch.setenv("KS_EVENT_FD", "7")
+    env = _secret_free_env(gpu=False)
+    assert "OPENAI_API_KEY" not in env and "KS_EVENT_FD" not in env
+    assert env["HOME"] == "/tmp" and env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+# -- the channel ---------------------------------------------------------------------------------
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def test_messages_are_json_objects_and_descriptors_travel_beside_them() -> None:
+    a, b = _pair()
+    r, w = os.pipe()
+    protocol.send(a, {"op": "setup", "n": 1}, fds=[r])
+    fds: list[int] = []
+    assert protocol.receive(b, fds) == {"op": "setup", "n": 1}
+    assert len(fds) == 1
+    os.write(w, b"x")
+    assert os.read(fds[0], 1) == b"x"
+
+
+@pytest.mark.parametrize(
+    "frame, words",
+    [
+        (struct.pack("!I", 5) + b"hello", "not JSON"),
+        (struct.pack("!I", 2) + b"[]", "not an object"),
+        (struct.pack("!I", protocol.MAX_MESSAGE + 1), "limit"),
+    ],
+    ids=["not-json", "not-object", "too-large"],
+)
+def test_a_forged_frame_is_a_protocol_error(frame: bytes, words: str) -> None:
+    a, b = _pair()
+    a.sendall(frame)
+    with pytest.raises(protocol.ProtocolError, match=words):
+        protocol.receive(b)
+
+
+def test_a_closed_channel_is_reported_as_such() -> None:
+    a, b = _pair()
+    a.close()
+    with pytest.raises(protocol.ChannelClosed):
+        protocol.receive(b)
+
+
+# -- the arena ------------------------------------------------------------------------------------
+
+
+def test_arena_views_are_shared_and_specs_are_bounded() -> None:
+    arena = Arena.create(1 << 16)
+    other = Arena.attach(os.dup(arena.fd))  # as the runner attaches it
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).T  # column-major
+    layout = Layout()
+    tree = encode((x, 3), layout.place)
+    for (spec_x, _) in [(tree["tuple"][0]["tensor"], None)]:
+        arena.view(spec_x).copy_(x)
+    seen, n = decode(tree, other.view)
+    assert n == 3 and torch.equal(seen, x) and seen.stride() == x.stride()
+    with pytest.raises(ArenaError, match="outside the arena"):
+        arena.view({"dtype": "float32", "shape": [1 << 20], "stride": [1], "offset": 0})
+    with pytest.raises(ArenaError):
+        arena.view({"dtype": "float32", "shape": [4], "stride": [-1], "offset": 64})
+    with pytest.raises(ArenaError):
+        decode({"pickle": "..."}, arena.view)
+
+
+# -- inputs and outputs -----------------------------------------------------------------------------
+
+
+def test_a_recipe_gives_both_sides_the_same_inputs_inside_the_sets_bounds() -> None:
+    bases = [{"[0]": torch.rand(64, 33)}, {"[0]": torch.rand(64, 33)}]
+    recipe = {"first": 1, "mix": {"[0]": [33 * 5, 0.3]}}
+    one, two = {"[0]": torch.empty(64, 33)}, {"[0]": torch.empty(64, 33)}
+    apply_recipe(one, bases, recipe, [])
+    apply_recipe(two, bases, recipe, [])
+    assert torch.equal(one["[0]"], two["[0]"])
+    assert not torch.equal(one["[0]"], bases[0]["[0]"]) and not torch.equal(one["[0]"], bases[1]["[0]"])
+    assert 0.0 <= float(one["[0]"].min()) and float(one["[0]"].max()) <= 1.0  # a convex blend stays in [0, 1)
+
+
+def test_the_digest_commits_to_every_bit() -> None:
+    x = torch.randn(1000, 7)
+    y = x.clone()
+    y.view(torch.int32)[123, 4] ^= 1
+    assert digest([x]) == digest([x.clone()]) and digest([x]) != digest([y])
+    assert digest([x]) != digest([x.flip(0)])  # position-sensitive
+
+
+# -- library use ----------------------------------------------------------------------------------
+
+
+TORCH = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"
+SAMPLES = f"""
+    7f01 _ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll ({TORCH})
+    7f02 _ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll (/tmp/copy/libtorch_cpu.so)
+    7f03 softmax_rows (/cache/build/abc/lib.so)
+    7f04 mkl_blas_def_sgemm_kernel_0_zen ({TORCH})
+    7f05 sgemm_tile (/cache/build/def/lib.so)
+    7f06 [unknown] (/usr/lib/libgomp.so.1)
+"""
+
+
+def test_library_samples_count_torch_and_blas_but_not_the_candidates_own_code() -> None:
+    watch = libwatch.LibraryWatch(Path("/nowhere"), own_code=["/cache/build"])
+    softmax = watch._tally(SAMPLES, libwatch.patterns_for(["softmax", "_softmax"], []))
+    assert softmax.samples == 6
+    assert sum(softmax.forbidden.values()) == 2  # torch's, and torch's copied under /tmp; not softmax_rows
+    gemm = watch._tally(SAMPLES, libwatch.patterns_for(["mm"], ["(?i)gemm"]))
+    assert [sym for (_, sym) in gemm.forbidden] == ["mkl_blas_def_sgemm_kernel_0_zen"]  # not the own sgemm_tile
+
+
+# -- problems ---------------------------------------------------------------------------------------
+
+
+def _problem(tmp_path: Path, block: str) -> Path:
+    src = ROOT / "problems" / "vector_add"
+    for name in ("reference.py", "task.py"):
+        (tmp_path / name).write_text((src / name).read_text())
+    (tmp_path / "utils.py").write_text((ROOT / "problems" / "utils.py").read_text())
+    task = (src / "task.yml").read_text().split("kernel_scientist:")[0]
+    (tmp_path / "task.yml").write_text(task + "kernel_scientist:\n" + block)
+    return tmp_path
+
+
+def test_a_problem_cannot_forbid_what_the_runner_itself_runs(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="the sandbox's runner uses itself"):
+        load_gpumode(_problem(tmp_path, "  integrity:\n    forbidden_ops: [\"add\", \"copy_\"]\n"))
+
+
+def test_adversarial_cases_are_validated(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="adversarial case"):
+        load_gpumode(_problem(tmp_path, "  adversarial:\n    - {name: x, squash: 3}\n"))
+    ok = load_gpumode(_problem(tmp_path, "  adversarial:\n    - {name: wide, scale: 50}\n"))
+    assert ok.adversarial == [{"name": "wide", "scale": 50}]
+
+
+def test_every_bundled_problem_states_adversarial_values() -> None:
+    from sandbox.problem import bundled_problems
+
+    for name, path in bundled_problems().items():
+        assert load_gpumode(path).adversarial, name
+
+
+# -- the OS sandbox ---------------------------------------------------------------------------------
+
+
+def test_the_runner_starts_inside_bubblewrap_with_the_reference_hidden(tmp_path: Path) -> None:
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    reference = tmp_path / "reference.py"
+    reference.write_text("SECRET = 1\n")
+    command = isolation.command(["python3"], env={"PATH": "/usr/bin"}, readable=[tmp_path], hidden=[reference], gpu=False)
+    joined = " ".join(command)
+    for flag in ("--ro-bind / /", "--tmpfs /tmp", "--unshare-pid", "--unshare-net", "--die-with-parent", "--cap-drop ALL"):
+        assert flag in joined, flag
+    assert f"--ro-bind /dev/null {reference}" in joined
+    seen = subprocess.run([*command[:-1], "sh", "-c", f"cat {reference}; touch {ROOT}/x 2>&1; echo $$"],
+                          capture_output=True, text=True, timeout=60)
+    assert "SECRET" not in seen.stdout and "Read-only" in seen.stdout
+    assert seen.stdout.strip().splitlines()[-1] in ("1", "2")  # its own PID namespace
+
+
+# -- the bound ----------------------------------------------------------------------------------------
+
+
+def test_the_judges_clock_bounds_what_the_runner_reports() -> None:
+    calibration = Calibration(batch=4, overhead_us=1000.0, spread_us=80.0, samples_us=[1000.0] * 7)
+    honest = bound_by_judge([400.0, 410.0, 405.0], [430.0, 470.0, 440.0], [4, 4, 4], calibration, "gpu")
+    assert honest["judge_median_us"] == pytest.approx(110.0)
+    with pytest.raises(IntegrityViolation) as caught:
+        bound_by_judge([40.0, 41.0, 40.0], [4000.0, 4100.0, 4050.0], [4, 4, 4], calibration, "gpu")
+    assert caught.value.rule == "timing-contradicted" and "outside the measured region" in caught.value.reason
+
+
+def test_verdict_records_what_the_judge_saw() -> None:
+    from sandbox.verdict import BenchmarkResult
+
+    entry = BenchmarkResult(params={}, shape="s", reps=10, median_us=1, mean_us=1, std_us=0, stderr_us=0, min_us=1,
+                            max_us=1, p25_us=1, p75_us=1, judge_median_us=1.2, judge={"batch": 4})
+    assert json.loads(entry.model_dump_json())["judge"] == {"batch": 4}

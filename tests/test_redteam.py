@@ -1,0 +1,186 @@
+"""The red-team set on the CPU target: every cheat is stopped with a reason, every unusual but
+legitimate kernel passes, and nothing a candidate plants reaches the next one.
+
+Each class of issue 13 has kernels of its own in tests/adversarial/ (rt_<class>_*.py, and the
+older files); docs/INTEGRITY.md says how each class is stopped. Evaluations start a judge and a
+runner each, so the module is marked slow.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pytest
+
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.judge import isolation
+from sandbox.verdict import Status, Verdict
+
+pytestmark = pytest.mark.slow
+
+ADV = Path(__file__).parent / "adversarial"
+ROOT = Path(__file__).resolve().parent.parent
+FAST = {"budget_s": 0.15, "warmup_s": 0.0, "min_reps": 12}
+CAUGHT = {Status.wrong_output, Status.rejected}
+
+
+def _evaluate(problem: str, name: str, mode: str = "full") -> Verdict:
+    path = ADV / f"{name}.py" if "/" not in name else ROOT / name
+    return evaluate(problem, path, EvalOptions(target="cpu", mode=mode, timing=FAST,
+                                               limits=PhaseLimits(build=300, check=120, time=120)))
+
+
+def _detail(verdict: Verdict) -> str:
+    rule = verdict.integrity.violation.rule if verdict.integrity.violation else "-"
+    return f"{verdict.status.value} [{rule}] {verdict.message[:300]} | {' | '.join(verdict.errors)[-600:]}"
+
+
+# (class, problem, kernel, mode, statuses, rule the violation must name, or None for a wrong output)
+CHEATS = [
+    # 1. reaching the judge in-process: nothing of it is in the runner's process
+    ("inproc", "softmax", "rt_inproc_patch_compare", "check", {Status.wrong_output}, None),
+    ("inproc", "softmax", "rt_inproc_gc_expected", "check", {Status.wrong_output}, None),
+    ("inproc", "softmax", "rt_inproc_trace_checker", "check", {Status.wrong_output}, None),
+    ("inproc", "softmax", "rt_inproc_hidden_exec", "check", {Status.wrong_output}, None),
+    ("inproc", "vector_add", "patch_timer_hidden", "full", {Status.ok, Status.rejected}, None),
+    ("inproc", "softmax", "read_reference_memory", "check", {Status.wrong_output, Status.runtime_error}, None),
+    ("inproc", "vector_add", "call_reference_hidden", "check", {Status.runtime_error, Status.rejected}, None),
+    # 2. forging the result channel: the runner answers requests; the judge decides
+    ("channel", "softmax", "rt_channel_fake_done_exit", "full", {Status.crash, Status.rejected}, None),
+    ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
+    ("channel", "vector_add", "rt_channel_underreport", "full", {Status.rejected}, "timing-contradicted"),
+    ("channel", "softmax", "rt_channel_underreport_softmax", "full", {Status.rejected}, "timing-contradicted"),
+    # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
+    ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
+    ("nolook", "softmax", "rt_nolook_every_k", "full", CAUGHT, None),
+    ("nolook", "softmax", "rt_nolook_timing_gap", "full", CAUGHT, None),
+    ("nolook", "softmax", "rt_nolook_big_shapes", "full", CAUGHT, None),
+    ("nolook", "vector_add", "mutate_inputs", "check", {Status.rejected}, "input-mutation"),
+    # 4. remembering answers: every timed call gets contents no earlier call had
+    ("memo", "softmax", "rt_memo_pointer", "full", CAUGHT, None),
+    ("memo", "softmax", "rt_memo_sampled", "full", CAUGHT, None),
+    ("memo", "softmax", "rt_memo_disk", "full", CAUGHT, None),
+    ("memo", "vector_add", "cache_by_pointer", "full", CAUGHT, None),
+    ("memo", "vector_add", "cache_by_shape", "full", CAUGHT, None),
+    ("memo", "vector_add", "cache_global", "full", CAUGHT, None),
+    # 5. library calls, seen from outside the runner in what actually ran
+    ("library", "softmax", "rt_library_getattr_softmax", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "softmax", "rt_library_softmax_in_thread", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_addbmm", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_einsum_hidden", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_numpy_matmul", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_ctypes_openblas", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_thread", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_fork", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_tmpcopy_openblas", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),
+    ("library", "vector_add", "rt_library_sum_stack", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "vector_add", "rt_library_addcmul", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "vector_add", "rt_library_numpy_add", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "vector_add", "library_op", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, "forbidden-op"),
+    # 7. the reference is computed and timed by the judge only
+    ("reference", "softmax", "rt_reference_zero_softmax", "check", {Status.wrong_output}, None),
+    ("reference", "vector_add", "rt_reference_zero_add", "check", {Status.wrong_output}, None),
+    # 8. values outside the generator's distribution: each problem's adversarial cases
+    ("values", "softmax", "rt_values_softmax_mean", "check", {Status.wrong_output}, None),
+    ("values", "softmax", "rt_values_softmax_first", "check", {Status.wrong_output}, None),
+    ("values", "rmsnorm", "rt_values_rmsnorm_fp16acc", "check", {Status.wrong_output}, None),
+    ("values", "rmsnorm", "rt_values_rmsnorm_no_eps", "check", {Status.wrong_output}, None),
+    ("values", "rmsnorm", "rt_values_rmsnorm_bf16_chunks", "check", {Status.wrong_output}, None),
+    # and the older set: partial or stale outputs
+    ("outputs", "softmax", "stale_memory", "check", {Status.wrong_output}, None),
+    ("outputs", "softmax", "first_row_only", "check", {Status.wrong_output}, None),
+    ("outputs", "vector_add", "constant_output", "check", {Status.wrong_output}, None),
+    ("outputs", "softmax", "lower_precision", "check", {Status.wrong_output}, None),
+]
+
+
+@pytest.mark.parametrize("klass, problem, name, mode, statuses, rule", CHEATS, ids=[c[2] for c in CHEATS])
+def test_cheat_is_stopped_with_a_reason(klass: str, problem: str, name: str, mode: str, statuses: set[Status],
+                                        rule: str | None) -> None:
+    verdict = _evaluate(problem, name, mode)
+    assert verdict.status in statuses, _detail(verdict)
+    if verdict.status == Status.ok:  # a patched clock or event in the runner changes nothing the judge uses
+        return
+    if rule is not None:
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == rule, _detail(verdict)
+    assert verdict.message, _detail(verdict)
+
+
+LEGIT = [
+    ("softmax", "legit_rt_threadpool"),  # a pool created on the first call, kept alive
+    ("softmax", "legit_rt_subclasses"),  # a registry found through __subclasses__
+    ("softmax", "legit_rt_numpy_softmax"),
+    ("softmax", "legit_rt_torch_compile"),
+    ("softmax", "legit_rt_autotune"),  # variants timed on the first call
+    ("softmax", "legit_rt_persistent_out"),  # one output buffer, returned by every call
+    ("softmax", "legit_rt_prints"),
+    ("softmax", "legit_rt_generator"),
+    ("softmax", "legit_rt_gc_inspect"),
+    ("softmax", "legit_softmax_workspace"),
+    ("vector_add", "legit_rt_openmp"),
+    ("vector_add", "legit_inplace_add"),
+    ("rmsnorm", "legit_rt_workspace_rmsnorm"),
+    ("rmsnorm", "legit_rt_rmsnorm_torch"),
+    ("matmul_bf16", "legit_rt_matmul_blocked"),
+    ("matmul_bf16", "legit_rt_matmul_native_threads"),
+]
+
+
+@pytest.mark.parametrize("problem, name", LEGIT, ids=[n for _, n in LEGIT])
+def test_unusual_but_legitimate_kernel_passes(problem: str, name: str) -> None:
+    verdict = _evaluate(problem, name)
+    assert verdict.status == Status.ok, _detail(verdict)
+    assert verdict.integrity.violation is None
+
+
+def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
+    # The kernel computes a whole batch in its last call; the figure is the batch's mean per call.
+    deferred = _evaluate("vector_add", "rt_channel_batch_defer")
+    honest = _evaluate("vector_add", "problems/vector_add/seeds/cpu.py")
+    assert deferred.status == Status.ok == honest.status, _detail(deferred)
+    assert deferred.summary.geomean_us is not None and honest.summary.geomean_us is not None
+    assert deferred.summary.geomean_us > 0.5 * honest.summary.geomean_us, (deferred.summary, honest.summary)
+
+
+def test_a_slowed_reference_does_not_inflate_the_speedup() -> None:
+    verdict = _evaluate("softmax", "rt_reference_slow")
+    assert verdict.status == Status.ok, _detail(verdict)
+    honest = _evaluate("softmax", "problems/softmax/seeds/cpu.py")
+    assert verdict.summary.speedup is not None and honest.summary.speedup is not None
+    assert verdict.summary.speedup < 2 * honest.summary.speedup, (verdict.summary, honest.summary)
+
+
+def _daemons(marker: str) -> list[str]:
+    found = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            text = Path(cmdline).read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in text and "pytest" not in text:
+            found.append(text)
+    return found
+
+
+@pytest.mark.skipif(not isolation.probe().available, reason="no bubblewrap or namespaces here: runners are not isolated")
+def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
+    before = set(glob.glob("/tmp/ks_rt_persist*")) | set(glob.glob("/var/tmp/ks_rt_persist*"))
+    for name in ("rt_persist_sitecustomize", "rt_persist_buildcache", "rt_persist_tmp", "rt_persist_daemon"):
+        verdict = _evaluate("vector_add", name, "check")
+        assert verdict.status in {Status.ok, Status.runtime_error}, _detail(verdict)
+    probe = _evaluate("vector_add", "rt_persist_probe", "check")
+    assert probe.status == Status.ok, _detail(probe)
+    # And from the host's side: no daemon, no file in the project, the cache or the host's /tmp.
+    assert not _daemons("ks_rt_persist_daemon")
+    after = set(glob.glob("/tmp/ks_rt_persist*")) | set(glob.glob("/var/tmp/ks_rt_persist*"))
+    assert after == before
+    assert not list(ROOT.glob("sitecustomize.py")) and not list(ROOT.glob("*.pth"))
+    cache = Path(os.environ["KS_CACHE_DIR"])
+    assert not [p for p in cache.rglob("*") if "ks_rt_persist" in p.name]
+    honest = _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")
+    assert honest.status == Status.ok, _detail(honest)
