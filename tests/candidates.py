@@ -97,3 +97,22 @@ def write_build_error(tmp: Path) -> Path:
     path = tmp / "build_error.py"
     path.write_text(BUILD_ERROR_CPP)
     return path
+
+
+def write_spy(folder: Path, name: str, seed: Path, check_tmp: bool = True) -> Path:
+    """The seed's kernel behind a prelude that fails the import if an earlier candidate's traces are
+    visible: a module it left in this process, or (`check_tmp`: runners have a private /tmp) a file
+    it left in /tmp."""
+    path = folder / f"{name}.py"
+    path.write_text(
+        "import os, sys\n"
+        "if 'ks_spy_was_here' in sys.modules: raise RuntimeError('an earlier candidate ran in this process')\n"
+        "sys.modules['ks_spy_was_here'] = sys\n"
+        f"if {check_tmp!r} and os.path.exists('/tmp/ks-spy-marker'):\n"
+        "    raise RuntimeError('an earlier candidate left a file in /tmp')\n"
+        "open('/tmp/ks-spy-marker', 'w').write('here')\n"
+        "import importlib.util as _u\n"
+        f"_s = _u.spec_from_file_location('_seed', {str(seed)!r})\n"
+        "_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\ncustom_kernel = _m.custom_kernel\n"
+    )
+    return path

@@ -14,13 +14,6 @@ from sandbox.evaluator import EvalOptions, evaluate, scrubbed_env
 from sandbox.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
-# The rest of a spy: the vector_add CPU seed's kernel (torch's add is forbidden there).
-SEED_KERNEL = (
-    "import importlib.util as _u\n"
-    f"_s = _u.spec_from_file_location('_seed', {str(ROOT / 'problems/vector_add/seeds/cpu.py')!r})\n"
-    "_m = _u.module_from_spec(_s)\n_s.loader.exec_module(_m)\ncustom_kernel = _m.custom_kernel\n"
-)
-
 
 def test_candidate_sees_no_secrets_and_runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-should-not-leak")

@@ -61,19 +61,23 @@ def _start_runner(problem_dir: Path, gpu: bool) -> Any:
 
 
 def _warm_host() -> None:
-    """Host start-up before the request: torch, the reference, a runner with torch imported. No kernel runs."""
-    import torch  # noqa: F401
-
-    from sandbox import envinfo, native, problem  # noqa: F401
-    from sandbox.judge import checks  # noqa: F401
+    """Host start-up before the request: a runner first (it imports torch while this process does),
+    then torch and the problem's reference here. No kernel runs."""
+    from sandbox import problem
 
     spec, target = os.environ.get("KS_WARM_PROBLEM"), os.environ.get("KS_WARM_TARGET", "cpu")
-    if spec:
-        bound = problem.load_problem(spec, target)
-        bound.bind()
-        _WARM.update(spec=spec, target=target, problem=bound)
-        gpu = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
-        _WARM["runner"] = _start_runner(checks.problem_dir(bound), gpu)
+    loaded = problem.load_problem(spec, target) if spec else None
+    if loaded is not None:
+        folder = loaded.path if loaded.path.is_dir() else loaded.path.parent
+        _WARM["runner"] = _start_runner(folder, os.environ.get("CUDA_VISIBLE_DEVICES") != "")
+    import torch  # noqa: F401
+
+    from sandbox import envinfo, native  # noqa: F401
+    from sandbox.judge import checks  # noqa: F401
+
+    if loaded is not None:
+        loaded.bind()
+        _WARM.update(spec=spec, target=target, problem=loaded)
 
 
 def _stand_by() -> None:
@@ -84,17 +88,27 @@ def _stand_by() -> None:
         start = time.perf_counter()
         _warm_host()
         host_s = time.perf_counter() - start
+        # Creating the context and querying the driver touch the GPU: only while it is idle.
         with device_idle(give_up=_request_waiting) as idle:
+            waited_s = time.perf_counter() - start - host_s
             if idle and _has_gpu():
                 import torch
 
                 torch.cuda.init()
                 torch.cuda.set_device(0)
-                torch.cuda.current_blas_handle()
+                torch.cuda.current_blas_handle()  # loads cuBLAS (or hipBLAS) without a launch
                 _describe_device()
+            context_s = time.perf_counter() - start - host_s - waited_s
         if device_key() is None:
             _describe_device()
-        print(f"standby: host warm-up {host_s:.2f} s", file=sys.stderr, flush=True)
+        # For the verdict's log tail: what start-up the request found already paid.
+        if device_key() is None:
+            device = "no device"
+        elif idle:
+            device = f"device step done in {context_s:.2f} s after waiting {waited_s:.2f} s for an idle device"
+        else:
+            device = "device busy until the request came: its device step is the request's"
+        print(f"standby: host warm-up {host_s:.2f} s; {device}", file=sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - the request meets the same error and reports it
         traceback.print_exc()
 

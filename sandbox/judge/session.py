@@ -18,13 +18,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox import native
 from sandbox.judge import isolation
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
-from sandbox.shared.arena import Arena
+
+if TYPE_CHECKING:
+    from sandbox.shared.arena import Arena
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +107,21 @@ class RunnerSession:
         self.arena: Arena | None = None
         self.build_records: list[dict[str, Any]] = []
         self.host_pid: int | None = None
-        hello = self._receive(deadline=time.monotonic() + 300)
+        # The runner imports torch while the judge does the same: its greeting is read at first use.
+        self._greeted = False
+
+    def _greeting(self, deadline: float) -> None:
+        if self._greeted:
+            return
+        hello = self._receive(deadline)
         if hello.get("op") != "hello":
             raise RunnerBroke(f"the runner greeted with {str(hello)[:200]}")
+        self._greeted = True
 
     # -- requests -------------------------------------------------------------------------
 
     def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float) -> None:
+        self._greeting(deadline)
         self.arena = arena
         self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir)},
                    fds=[arena.fd])
@@ -252,10 +262,18 @@ class RunnerSession:
             protocol.send(self.sock, {"op": "exit"})
         except OSError:
             pass
+        # bubblewrap's group, and everything below it (the runner has a session of its own; a
+        # namespace dies with its first process where the kernel honours the parent-death signal).
+        below = descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.sock.close()
         try:
             self.proc.wait(timeout=10)

@@ -34,7 +34,7 @@ from sandbox.timing import Timer, TimingPolicy
 # fast enough to matter is missed with a probability of at most 0.5 ** (n / 2) over n timed calls
 # (3% at the minimum of 10); calls faster than the median so far are always checked.
 CHECKED_SHARE = 0.5
-CALIBRATION_BATCHES = 7
+CALIBRATION_BATCHES = 5
 MAX_BATCH = 16
 # Bytes of inputs and outputs one batch may hold: slots in the arena on the CPU, call tensors on a GPU.
 BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
@@ -171,9 +171,10 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
             raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
             overheads.append(max(0.0, rtt - sum(c.reported_us for c in calls)))
-        # The same motions as between timed batches (a check, on a GPU the switch back), so that
-        # what they leave behind (cold clocks, caches, the other context) is in the overhead too.
-        _exercise(judge, shape, batch, calls[0])
+        # On a GPU, the same motions as between timed batches (a check, the switch back), so that
+        # what they leave behind (cold clocks, the other context) is in the overhead too.
+        if judge.device != "cpu":
+            _exercise(judge, shape, batch, calls[0])
     ordered = sorted(overheads)
     # The clock's own noise: the range of the middle of the no-op batches (the two extremes left out).
     spread = ordered[-2] - ordered[1] if len(ordered) > 4 else ordered[-1] - ordered[0]
