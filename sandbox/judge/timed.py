@@ -146,7 +146,7 @@ def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed:
     else:
         output = judge.output_of(call)
         pristine = batch.pristines[j]
-        expected, _ = judge.expected(pristine)
+        expected, _ = judge.expected(pristine, consume=True)  # its inputs were already compared
     verdict = judge.verdict_of(pristine, output, expected)
     if not verdict.passed:
         raise IntegrityViolation(
@@ -218,11 +218,13 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
         for j, call in enumerate(calls):
             timed = done + j - warmup + 1
             fast = len(samples) >= 3 and call.reported_us < statistics.median(samples)
+            if not judge.resident_inputs:  # first: a check may then use the judge's copy up
+                judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
             if timed == 1 or fast or judge.secret.chance(CHECKED_SHARE):
                 _verify(judge, shape, batch, j, call, max(timed, 0))
                 checked = True
             if not judge.resident_inputs:
-                judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
+                batch.pristines[j] = None  # done with it: one call's inputs at a time in the judge
         if done >= warmup:  # a batch with no warm-up call in it
             # The sample is the batch's mean per call: a call's own figure could be moved onto
             # another call of its batch, the batch's total is what the judge's clock bounds.
