@@ -80,16 +80,16 @@ def command(
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     if gpu:
         for pattern in _GPU_DEVICES:
-            for path in sorted(glob.glob(pattern)):
-                args += ["--dev-bind", path, path]
+            for node in sorted(glob.glob(pattern)):
+                args += ["--dev-bind", node, node]
     # What lives under the host's /tmp (a project cloned there, a test's build cache) would
     # vanish behind the private /tmp: bound back in, read-only.
-    for path in readable:
-        if path.exists() and str(path).startswith(("/tmp/", "/var/tmp/", "/dev/shm/")):
-            args += ["--ro-bind", str(path), str(path)]
-    for path in hidden:
-        if path.exists():
-            args += ["--ro-bind", "/dev/null", str(path)]
+    for folder in readable:
+        if folder.exists() and str(folder).startswith(("/tmp/", "/var/tmp/", "/dev/shm/")):
+            args += ["--ro-bind", str(folder), str(folder)]
+    for secret in hidden:
+        if secret.exists():
+            args += ["--ro-bind", "/dev/null", str(secret)]
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
