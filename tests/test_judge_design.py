@@ -66,7 +66,7 @@ def test_the_runner_gets_one_descriptor_and_no_secrets(monkeypatch: pytest.Monke
     monkeypatch.setenv("KS_EVENT_FD", "7")
     env = _secret_free_env(gpu=False)
     assert "OPENAI_API_KEY" not in env and "KS_EVENT_FD" not in env
-    assert env["HOME"] == "/tmp" and env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env["HOME"] == "/tmp" and env["CUDA_VISIBLE_DEVICES"] == "" and env["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 # -- the channel ---------------------------------------------------------------------------------

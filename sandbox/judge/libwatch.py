@@ -1,8 +1,9 @@
 """Which library code the runner actually ran: sampled from outside the runner with perf.
 
 A candidate can switch off anything inside its own process, so library use is seen from
-the judge: `perf record` samples every thread of the runner (threads started later too)
-while it checks and times, and each sample names the shared object and the symbol it hit.
+the judge: `perf record` samples every thread of the runner, and every thread and process it
+starts later, in user space (a library runs there; leaving the kernel out halves the cost of
+reading the samples back) while it checks and times, and each sample names the shared object and the symbol it hit.
 A sample counts against the candidate when its symbol matches one of the problem's forbidden
 patterns and it lies in a library (anything but the candidate's own code: its builds, JIT output
 under its private /tmp) or has a name only a library's own code has (torch's at::native, BLAS
@@ -87,7 +88,7 @@ class LibraryWatch:
             return
         try:
             self.proc = subprocess.Popen(
-                ["perf", "record", "-q", "-B", "--no-buildid-cache", "-e", "cpu-clock", "-F", str(SAMPLE_HZ),
+                ["perf", "record", "-q", "-B", "--no-buildid-cache", "-e", "cpu-clock:u", "-F", str(SAMPLE_HZ),
                  "-p", str(pid), "-o", str(self.data)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
             )
@@ -107,7 +108,7 @@ class LibraryWatch:
             return Sampled(error=f"perf wrote no samples: {err.decode(errors='replace')[-300:]}")
         try:
             out = subprocess.run(
-                ["perf", "script", "-i", str(self.data), "-F", "ip,sym,dso", "--no-demangle"],
+                ["perf", "script", "-i", str(self.data), "-F", "ip,sym,dso", "--no-demangle", "-k", "/dev/null"],
                 capture_output=True, text=True, timeout=120,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
