@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate, network_isolation
 from sandbox.integrity import ERROR, WARNING, Policy, scan_source
+from sandbox.judge import isolation
 from sandbox.verdict import Status
 
 ADV = Path(__file__).parent / "adversarial"
@@ -37,6 +38,7 @@ def test_a_good_candidate_after_a_memory_hog() -> None:
     assert evaluate("vector_add", seed, _options("cpu", "check")).status == Status.ok
 
 
+@pytest.mark.skipif(not (isolation.probe().available or network_isolation()), reason="no network namespace here")
 def test_candidate_has_no_network(tmp_path: Path) -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
