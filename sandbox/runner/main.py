@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.shared import protocol
-from sandbox.shared.arena import Arena, ArenaError, align, decode, encode
+from sandbox.shared.arena import Arena, ArenaError, align, contiguous_strides, decode, encode
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
@@ -258,7 +258,7 @@ class Runner:
             if start + span > limit:
                 raise ArenaError(f"the output ({span} bytes) is larger than the problem's output allows")
             spec = {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
-                    "stride": _contiguous(list(tensor.shape)), "offset": start, "device": str(tensor.device)}
+                    "stride": contiguous_strides(list(tensor.shape)), "offset": start, "device": str(tensor.device)}
             arena.view(spec).copy_(tensor)
             cursor["at"] = align(start + span)
             return spec
@@ -276,14 +276,6 @@ def _empty_like_tree(data: Any) -> Any:
 
 def _describe(tensor: Any) -> dict[str, Any]:
     return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)}
-
-
-def _contiguous(shape: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return list(reversed(strides))
 
 
 def _noop(data: Any, out_bytes: int = 0, out_path: str | None = None) -> Any:

@@ -127,7 +127,7 @@ class Layout:
         self.end = start
 
     def place(self, tensor: torch.Tensor) -> dict[str, Any]:
-        stride = list(tensor.stride()) if _dense(tensor) else _contiguous_strides(list(tensor.shape))
+        stride = list(tensor.stride()) if _dense(tensor) else contiguous_strides(list(tensor.shape))
         span = storage_bytes(list(tensor.shape), stride, tensor.element_size())
         spec = {"dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape), "stride": stride, "offset": self.end}
         self.end = align(self.end + span)
@@ -147,7 +147,7 @@ def _dense(tensor: torch.Tensor) -> bool:
     return True
 
 
-def _contiguous_strides(shape: list[int]) -> list[int]:
+def contiguous_strides(shape: list[int]) -> list[int]:
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
