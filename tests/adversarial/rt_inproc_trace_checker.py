@@ -17,7 +17,8 @@ _WORDS = ("compar", "check", "verdict", "referen", "allclose", "expected")
 
 def _hook(frame, event, arg):
     code = frame.f_code
-    name = (code.co_filename + ":" + code.co_name).lower()
+    # the file's own name, not its folders: a checkout under ".../check/..." must not look like a checker
+    name = (code.co_filename.rsplit("/", 1)[-1] + ":" + code.co_name).lower()
     if any(w in name for w in _WORDS) and "rt_inproc" not in name:
         _seen["checker"] = True
     return None
