@@ -100,6 +100,17 @@ def eval_command(
     raise typer.Exit(0 if verdict.passed else 1)
 
 
+@app.command("doctor")
+def doctor_command(
+    target: str | None = typer.Option(None, "--target", "-t", help="cpu, cuda or hip; default: all three."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON here."),
+) -> None:
+    """What this machine can do for each target, what is missing, and the command that fixes it."""
+    from graph.doctor_cli import doctor
+
+    raise typer.Exit(doctor(target, json_out, console))
+
+
 @app.command("problems")
 def problems_command() -> None:
     """List the bundled problems and their seeds."""
