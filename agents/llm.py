@@ -35,7 +35,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+
+from agents.llm_config import LLMConfig
 
 logger = logging.getLogger(__name__)
 
@@ -71,27 +73,6 @@ class WallClockTimeout(TimeoutError):
 
 
 # -- configuration and records ---------------------------------------------------------------------
-
-
-class LLMConfig(BaseModel):
-    """How one role talks to its model. The key itself never lives here, only the variable's name."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float | None = 0.2  # None: leave to the server (some reasoning models accept no other)
-    max_tokens: int | None = None
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    backoff_s: float = Field(default=1.0, ge=0)
-    structured_method: Literal["auto", "json_schema", "function_calling", "json_mode", "text"] = "auto"
-    price_input_per_mtok: float = Field(default=0.0, ge=0)
-    price_output_per_mtok: float = Field(default=0.0, ge=0)
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.price_input_per_mtok + output_tokens * self.price_output_per_mtok) / 1e6
 
 
 class LLMCall(BaseModel):

@@ -196,17 +196,9 @@ def wait_for_review(ctx: RunContext, payload: dict[str, Any], poll_s: float = co
 # -- the reviewer's side -------------------------------------------------------------------------------
 
 
-def pending_plans(archive: Archive) -> dict[str, Any] | None:
-    """The plans awaiting review, if the run waits for one."""
-    if archive.get_meta("status") != "awaiting_approval":
-        return None
-    pending = archive.get_meta("pending_approval")
-    return pending if isinstance(pending, dict) else None
-
-
 def submit_review(archive: Archive, review: PlanReview) -> dict[str, Any]:
     """Hand a review to the waiting run; returns the pending payload it answers."""
-    pending = pending_plans(archive)
+    pending = control.pending_plans(archive)
     if pending is None:
         raise ReviewError("no plans are waiting for approval")
     check_review(review, pending["plans"])

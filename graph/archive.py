@@ -171,6 +171,7 @@ class ExperimentRecord(BaseModel):
 
 class Spend(BaseModel):
     calls: int = 0
+    failed: int = 0  # calls that brought back no usable reply (an endpoint down, a reply that never validated)
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
@@ -426,11 +427,13 @@ class Archive:
     def spend(self, role: str | None = None) -> Spend:
         where, args = ("WHERE role = ?", (role,)) if role else ("", ())
         row = self._query(
-            "SELECT COUNT(*) AS calls, COALESCE(SUM(input_tokens), 0) AS i, COALESCE(SUM(output_tokens), 0) AS o,"
-            f" COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls {where}",
+            "SELECT COUNT(*) AS calls, COALESCE(SUM(1 - ok), 0) AS failed, COALESCE(SUM(input_tokens), 0) AS i,"
+            f" COALESCE(SUM(output_tokens), 0) AS o, COALESCE(SUM(cost_usd), 0) AS c FROM llm_calls {where}",
             args,
         )[0]
-        return Spend(calls=row["calls"], input_tokens=row["i"], output_tokens=row["o"], cost_usd=row["c"])
+        return Spend(
+            calls=row["calls"], failed=row["failed"], input_tokens=row["i"], output_tokens=row["o"], cost_usd=row["c"]
+        )
 
     def spend_by_role(self) -> dict[str, Spend]:
         rows = self._query(

@@ -39,7 +39,7 @@ from graph.runs import RunHandle
 log = logging.getLogger(__name__)
 
 SLASH_HELP = """Commands (no LLM needed):
-/status · /leaderboard [N] · /kernel ID · /diff ID [AGAINST] · /experiments [GEN] · /experiment ID · /spend
+/status · /leaderboard [N] · /kernel ID · /source [ID] · /diff ID [AGAINST] · /experiments [GEN] · /experiment ID · /spend
 /directive TEXT · /directives · /retire N · /start [N more generations] · /pause · /resume [N] · /stop [now]
 /approval on|off · /plans · /accept · /reject [why] · /keep ID... (run only these plans) · /help · /quit"""
 
@@ -99,6 +99,8 @@ class ChatSession:
                     return t.leaderboard(LeaderboardArgs(limit=int(rest[0]) if rest else 10))
                 case "kernel":
                     return t.kernel(KernelArgs(kernel_id=rest[0], include_source="source" in rest[1:]))
+                case "source":
+                    return t.source(rest[0] if rest else None)
                 case "diff":
                     return t.diff(DiffArgs(kernel_id=rest[0], against=rest[1] if len(rest) > 1 else None))
                 case "experiments":

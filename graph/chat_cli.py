@@ -6,7 +6,7 @@ import logging
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console, Group, RenderableType
@@ -15,17 +15,18 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
-from agents.chat import ChatTurn, ToolUse, tool_call_text
-from agents.llm import LLMConfig, make_chat_model
 from graph import control
-from graph.approval import pending_plans
 from graph.archive import Archive
-from graph.chat import ChatSession
 from graph.config import ConfigError, load_llm_settings
-from graph.runs import RunError, RunHandle, default_runs_dir, lazy_knowledge, open_run
+from graph.run_handle import RunError, RunHandle, open_run
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+
+if TYPE_CHECKING:  # LangChain and the chat agent load only when the chat starts, not for --help
+    from agents.chat import ChatTurn, ToolUse
+    from agents.llm_config import LLMConfig
+    from graph.chat import ChatSession
 
 log = logging.getLogger(__name__)
-console = Console()
 
 
 class ProcessLauncher:
@@ -40,14 +41,6 @@ class ProcessLauncher:
         archive.set_meta("pid", proc.pid)
         archive.set_meta("status", "starting")
         return f"started the run in process {proc.pid} (log: {handle.run_dir / 'run.log'})"
-
-
-def latest_run(runs_dir: Path | None) -> str:
-    root = runs_dir or default_runs_dir()
-    runs = [p.parent for p in root.glob("*/archive.sqlite") if (p.parent / "run.json").is_file()]
-    if not runs:
-        raise RunError(f"no runs in {root}; start one with `kernel-scientist run PROBLEM`")
-    return str(max(runs, key=lambda d: (d / "archive.sqlite").stat().st_mtime))
 
 
 def as_markdown(text: str) -> Markdown:
@@ -73,6 +66,8 @@ class TurnView:
         self.blocks[-1] = ("text", self.blocks[-1][1] + piece)
 
     def tool(self, use: ToolUse) -> None:
+        from agents.chat import tool_call_text
+
         failed = use.output.startswith("error:")
         self.blocks.append(("tool", f"↳ {tool_call_text(use)}" + (f"  ({use.output[:200]})" if failed else "")))
 
@@ -114,7 +109,7 @@ def ask_and_render(session: ChatSession, question: str, out: Console) -> ChatTur
 
 
 def show_pending(session: ChatSession, shown: set[int], out: Console) -> None:
-    pending = pending_plans(session.archive)
+    pending = control.pending_plans(session.archive)
     if pending is None or pending["generation"] in shown:
         return
     shown.add(pending["generation"])
@@ -157,25 +152,28 @@ def repl(session: ChatSession, out: Console) -> None:
 
 
 def chat_command(
-    run: str | None = typer.Argument(None, help="Run id or directory (default: the latest run)."),
+    run: str | None = typer.Argument(None, help=RUN_ARGUMENT_HELP),
     message: list[str] = typer.Option([], "--message", "-m", help="Ask this (or run this /command) and exit."),
     model: str | None = typer.Option(None, help="Chat model (default: the run's chat or default model)."),
     base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint for the chat model."),
     llm_config: Path | None = typer.Option(None, "--llm-config", help="YAML with a `chat` or `default` entry."),
     knowledge: str | None = typer.Option(None, "--kb", help="Knowledge base directory (default: the run's)."),
     no_kb: bool = typer.Option(False, "--no-kb", help="No knowledge base search."),
-    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Talk to a run: ask about its kernels and findings, give directives, control it, approve plans."""
+    from agents.llm import make_chat_model
+    from graph.chat import ChatSession
+    from graph.runs import lazy_knowledge
+
     try:
-        handle = open_run(run or latest_run(runs_dir), runs_dir)
+        handle = open_run(run, runs_dir)
         if model or base_url or llm_config:
             config: LLMConfig | None = load_llm_settings(llm_config, model, base_url).for_role("chat")
         else:
             config = handle.config.llm.for_role("chat")
     except (RunError, ConfigError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     chat_model = None
     if config is not None:
         try:

@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 
 from agents.chat import ChatTool
 from graph import control
-from graph.approval import PlanReview, ReviewError, pending_plans, submit_review
+from graph.approval import PlanReview, ReviewError, submit_review
 from graph.archive import Archive, KernelRecord
+from graph.control import pending_plans
 from graph.run_data import (
     ancestry,
     baselines,
@@ -244,6 +245,14 @@ class RunTools:
             lines += ["source:", "```", k.source.rstrip(), "```"]
         return "\n".join(lines)
 
+    def source(self, kernel_id: str | None = None) -> str:
+        """A kernel's full source (default: the best), as `/source` shows it; the chat model reads
+        sources through `kernel` with include_source."""
+        k = self._kernel(kernel_id) if kernel_id else (self.archive.best() or self.archive.seed())
+        if k is None:
+            return "this run has no kernels yet"
+        return "\n".join([f"[{k.id}] {plan_title(k)} ({k.status}, {num(k.geomean_us)} µs)", "```python", k.source.rstrip(), "```"])
+
     def diff(self, args: DiffArgs) -> str:
         """A unified diff of a kernel's source against its parent, the seed, or another kernel."""
         new = self._kernel(args.kernel_id)
@@ -444,6 +453,11 @@ class RunTools:
         generation = self._next_generation()
         if self.archive.get_step(f"g{generation}/select") is not None:
             generation += 1  # this generation has planned already
+        if not self.handle.config.llm.configured:
+            return (
+                f"directive {seq} stored: {args.text.strip()!r}. This run has no LLM, so nothing reads it: "
+                "only the Selector and Researcher follow directives (the Tuner explores the seed's tunables)."
+            )
         return (
             f"directive {seq} stored: {args.text.strip()!r}. The Selector and Researcher follow it from "
             f"generation {generation} on."

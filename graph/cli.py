@@ -1,20 +1,23 @@
-"""The `kernel-scientist` command."""
+"""The `kernel-scientist` command.
+
+Every command answers at once: this module and the command modules it registers import no torch,
+LangChain, LangGraph or Chroma; each command imports what it needs when it runs
+(tests/test_cli.py holds the line).
+"""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.console import Console
 
 from graph.chat_cli import chat_command
 from graph.report_cli import report_command, status_command
 from graph.run_cli import export_command, run_command
+from graph.show_cli import compare_command, show_command
+from graph.terminal import console, fail, setup_logging
 from knowledge.cli import kb_app
-from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
-from sandbox.problem import ProblemError, bundled_problems, load_problem
-from sandbox.report import render_verdict
 
 app = typer.Typer(
     help="Kernel Scientist: evolve fast, correct GPU kernels with LLM agents and measured feedback.",
@@ -27,15 +30,39 @@ app.command("export")(export_command)
 app.command("chat")(chat_command)
 app.command("report")(report_command)
 app.command("status")(status_command)
-console = Console()
+app.command("show")(show_command)
+app.command("compare")(compare_command)
 
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(verbose)
+
+
+class EvalProgress:
+    """The evaluation's phases as they happen: a spinner on a terminal, a line each otherwise.
+    Counts shapes against the problem's lists, so the user sees "check 3 of 7"."""
+
+    def __init__(self, status: Any, tests: int, benchmarks: int) -> None:
+        self.status = status
+        self.totals = {"check": tests, "time": benchmarks}
+        self.done = {"check": 0, "time": 0}
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if "phase" in event:
+            self.say(f"{event['phase']}…")
+        elif event.get("progress") in self.done:
+            kind = str(event["progress"])
+            self.done[kind] += 1
+            total = self.totals[kind]
+            of = f" of {total}" if self.done[kind] <= total else ""
+            self.say(f"{kind} shape {self.done[kind]}{of}: {event.get('shape', '')}")
+
+    def say(self, text: str) -> None:
+        if console.is_terminal:
+            self.status.update(text)
+        else:
+            console.print(text, markup=False, highlight=False)
 
 
 @app.command("eval")
@@ -57,20 +84,24 @@ def eval_command(
     profiler: str = typer.Option("auto", help="hip target: 'auto' times under rocprofv3 where installed; 'off'."),
 ) -> None:
     """Build, check and time one submission, and print its verdict."""
+    from graph.config import TARGETS, unknown_target
+    from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+    from sandbox.problem import ProblemError, load_problem
+    from sandbox.report import render_verdict
+
     if profiler not in ("auto", "off"):
-        console.print(f"[red]error:[/red] --profiler must be auto or off, not {profiler!r}")
-        raise typer.Exit(2)
+        fail(f"--profiler must be auto or off, not {profiler!r}")
+    if target not in TARGETS:
+        fail(unknown_target(target))
     try:
         spec = load_problem(problem, target)
         if submission is None:
             submission = spec.seed_for(target, variant)
             console.print(f"[dim]no submission given: using the {target} seed {submission}[/dim]")
     except ProblemError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     if not submission.is_file():
-        console.print(f"[red]error:[/red] submission not found: {submission}")
-        raise typer.Exit(2)
+        fail(f"submission not found: {submission}")
     options = EvalOptions(
         target=target,
         mode="check" if check_only else "full",
@@ -80,19 +111,12 @@ def eval_command(
         gpu=gpu,
         profiler=profiler,
     )
-    with console.status("starting worker") as status:
-
-        def progress(event: dict) -> None:
-            if "phase" in event:
-                status.update(f"{event['phase']}…")
-            elif event.get("progress"):
-                status.update(f"{event['progress']}: {event.get('shape', '')}")
-
+    with console.status("starting the judge") as status:
+        progress = EvalProgress(status, len(spec.tests), 0 if check_only else len(spec.benchmarks))
         try:
             verdict = evaluate(spec.path, submission, options, on_event=progress)
         except ValueError as exc:
-            console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from exc
+            fail(str(exc))
     render_verdict(verdict, console)
     if json_out is not None:
         json_out.write_text(verdict.to_json())
@@ -115,6 +139,8 @@ def doctor_command(
 def problems_command() -> None:
     """List the bundled problems and their seeds."""
     from rich.table import Table
+
+    from sandbox.problem import bundled_problems, load_problem
 
     table = Table(title="Bundled problems")
     for col in ("name", "targets", "seeds", "tests", "benchmarks"):

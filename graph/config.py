@@ -9,9 +9,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agents.llm import LLMConfig
+from agents.llm_config import LLMConfig
 
 ROLES = ("selector", "researcher", "coder", "critic")
+TARGETS = ("cpu", "cuda", "hip")  # hip: a ROCm host (MI300); there is no separate "rocm" target
 
 
 class Budgets(BaseModel):
@@ -86,13 +87,19 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_target(self) -> RunConfig:
-        if self.target not in ("cpu", "cuda", "hip"):
-            raise ValueError(f"target must be cpu, cuda or hip, not {self.target!r}")
+        if self.target not in TARGETS:
+            raise ValueError(unknown_target(self.target))
         return self
 
     @property
     def knowledge_enabled(self) -> bool:
         return self.llm.configured if self.use_knowledge is None else self.use_knowledge
+
+
+def unknown_target(target: str) -> str:
+    """The one message for a target that does not exist, naming the ones that do."""
+    hint = " (AMD GPUs are --target hip)" if target.lower() in ("rocm", "amd", "mi300", "gfx942") else ""
+    return f"unknown target {target!r}: choose one of {', '.join(TARGETS)}{hint}"
 
 
 class ConfigError(ValueError):

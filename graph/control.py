@@ -25,14 +25,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel
 
 from graph.archive import Archive
+from graph.run_handle import RunHandle
 
-if TYPE_CHECKING:  # graph.runs imports this module's users; only types are needed here
+if TYPE_CHECKING:  # graph.context imports LangGraph; only its type is needed here
     from graph.context import RunContext
-    from graph.runs import RunHandle
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +148,20 @@ def at_boundary(ctx: RunContext, stop_reason: str | None = None) -> str | None:
             ctx.progress.event("resumed", run=ctx.run_id)
 
 
+def pending_plans(archive: Archive) -> dict[str, Any] | None:
+    """The plans awaiting review, if the run waits for one."""
+    if archive.get_meta("status") != "awaiting_approval":
+        return None
+    pending = archive.get_meta("pending_approval")
+    return pending if isinstance(pending, dict) else None
+
+
 # -- starting and extending --------------------------------------------------------------------------
 
 
 def _checkpoint_app(handle: RunHandle) -> tuple[Any, sqlite3.Connection, dict[str, Any]]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
     from graph.build import build_graph
 
     conn = sqlite3.connect(handle.checkpoint_path, check_same_thread=False)
@@ -163,8 +172,6 @@ def _checkpoint_app(handle: RunHandle) -> tuple[Any, sqlite3.Connection, dict[st
 def extend_run(handle: RunHandle, more: int) -> RunHandle:
     """Allow `more` generations beyond the last finished one and reopen a run that ended, so that
     `execute` goes on with the next generation. The budget lives in run.json and the archive."""
-    from graph.runs import RunHandle
-
     if more < 1:
         raise ValueError("more generations must be at least 1")
     archive = Archive(handle.archive_path)

@@ -28,9 +28,10 @@ def _short(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-def _legend(ax: Axes, **kwargs: object) -> None:
+def _legend(ax: Axes) -> None:
+    """Beside the plot, never on it: inside, a legend covered the longest bars."""
     if ax.get_legend_handles_labels()[0]:  # an empty run draws no artists with labels
-        ax.legend(fontsize=8, **kwargs)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def _baseline_lines(ax: Axes, data: ReportData, horizontal: bool = True) -> None:
@@ -52,7 +53,7 @@ def leaderboard_figure(data: ReportData, limit: int = 10) -> Figure:
     ax.set_xscale("log")
     ax.set_xlabel("geometric mean over the benchmark shapes (µs, log scale)")
     ax.set_title("Leaderboard")
-    _legend(ax, loc="upper right")
+    _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -211,11 +212,11 @@ def write_figures(data: ReportData, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for name, (_, make) in FIGURES.items():
-        if name == "leaderboard" and not data.leaderboard:
-            continue
+        if (name == "leaderboard" and not data.leaderboard) or (name == "spend" and not data.spend):
+            continue  # an empty axis says nothing; the page says "no LLM calls" in words
         fig = make(data)
         path = out_dir / f"{name}.png"
-        fig.savefig(path)
+        fig.savefig(path, bbox_inches="tight")  # the legends sit outside the axes
         plt.close(fig)
         paths[name] = path
     return paths

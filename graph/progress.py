@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graph.archive import Archive
+from graph.run_data import num, ratio
 
 
 class LiveProgress:
@@ -55,7 +56,7 @@ class LiveProgress:
                 title = self._steps.get(data["experiment"], ("", ""))[0]
                 outcome = data["status"]
                 if data.get("geomean_us"):
-                    outcome += f" {data['geomean_us']:.4g} µs ({data.get('kernel')})"
+                    outcome += f" {num(data['geomean_us'])} µs ({data.get('kernel')})"
                 self._steps[data["experiment"]] = (title, f"done: {outcome}")
             elif kind == "seed":
                 self._headline = data.get("step", "seed")
@@ -84,10 +85,10 @@ class LiveProgress:
             (f"{self.run_id}  ", "bold"),
             f"generation {self._generation}  ·  ",
             (
-                f"best {best.id} {best.geomean_us:.4g} µs" if best and best.geomean_us else "no timed kernel yet",
+                f"best {best.id} {num(best.geomean_us)} µs" if best and best.geomean_us else "no timed kernel yet",
                 "green",
             ),
-            f" ({seed.geomean_us / best.geomean_us:.2f}x the seed)" if best and seed and seed.geomean_us else "",
+            f" ({ratio(seed.geomean_us / best.geomean_us)} the seed)" if best and seed and seed.geomean_us else "",
             f"  ·  {spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
         )
         table = Table(show_header=True, header_style="bold", expand=False, box=None)
@@ -101,10 +102,48 @@ class LiveProgress:
         return Group(head, Text(headline, style="dim"), table)
 
 
-def fmt_time(us: float | None) -> str:
-    if us is None:
-        return "-"
-    return f"{us:,.0f}" if us >= 1000 else f"{us:.4g}"
+def describe(kind: str, data: dict[str, Any]) -> str | None:
+    """One progress event as a line a person reads in a log file or a CI job (None: not worth a line)."""
+    if kind == "seed":
+        return data.get("step", "evaluating the seed kernel")
+    if kind == "seed_done":
+        return f"seed {data.get('kernel')}: {num(data.get('geomean_us'))} µs"
+    if kind == "generation":
+        return f"generation {data['generation']}: selecting a base and a reference"
+    if kind == "selected":
+        return f"generation {data['generation']}: base {data.get('base_id')}, reference {data.get('reference_id') or '-'}"
+    if kind == "planned":
+        plans = data.get("plans") or []
+        return f"generation {data['generation']}: {len(plans)} experiments: " + "; ".join(str(p) for p in plans)
+    if kind == "experiment_step":
+        return f"{data['experiment']}: {data['step']}"
+    if kind == "experiment_done":
+        timed = f" {num(data['geomean_us'])} µs ({data.get('kernel')})" if data.get("geomean_us") else ""
+        return f"{data['experiment']}: done, {data['status']}{timed}"
+    if kind == "generation_done":
+        best = f"best {data.get('best')} {num(data.get('best_geomean_us'))} µs" if data.get("best") else "no best yet"
+        line = f"generation {data['generation']} done: {best}" + (", improved" if data.get("improved") else "")
+        return line + (f"; stopping: {data['stop_reason']}" if data.get("stop_reason") else "")
+    if kind == "awaiting_approval":
+        return f"generation {data['generation']}: {len(data.get('plans') or [])} plans await approval (kernel-scientist chat)"
+    if kind == "resume":
+        return f"resuming at {', '.join(data.get('next', []))}"
+    return kind + "".join(f" {k}={v}" for k, v in data.items() if k != "run")
+
+
+class LineProgress:
+    """A line per run step, for a log file, a pipe or `--plain`: the live panel only draws on a terminal."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._lock = threading.Lock()
+
+    def event(self, kind: str, **data: Any) -> None:
+        line = describe(kind, data)
+        if line is None:
+            return
+        with self._lock:  # experiments report from worker threads
+            self.console.print(f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Table:
@@ -117,16 +156,16 @@ def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Ta
     if wide:
         table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=max(20, width - 80))
     for rank, k in enumerate(archive.leaderboard(limit), 1):
-        vs_seed = f"{seed.geomean_us / k.geomean_us:.2f}x" if seed and seed.geomean_us and k.geomean_us else "-"
+        vs_seed = ratio(seed.geomean_us / k.geomean_us) if seed and seed.geomean_us and k.geomean_us else "-"
         table.add_row(
             str(rank),
             k.id,
             str(k.generation),
             k.origin,
             ",".join(k.parents) or "-",
-            fmt_time(k.geomean_us),
+            num(k.geomean_us),
             vs_seed,
-            f"{k.speedup:.2f}x" if k.speedup else "-",
+            ratio(k.speedup),
             *([k.summary] if wide else []),
         )
     return table

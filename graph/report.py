@@ -182,6 +182,12 @@ def _diff(data: ReportData) -> str:
     return f'<pre class="diff">{"".join(lines)}</pre>'
 
 
+def _source(data: ReportData) -> str:
+    if not data.best_source:
+        return "<p>No kernel passed yet.</p>"
+    return f'<pre class="diff">{e(data.best_source)}</pre>'
+
+
 def _spend(data: ReportData) -> str:
     rows = [
         [e(s.role), str(s.calls), str(s.input_tokens), str(s.output_tokens), f"{s.cost_usd:.4f}"] for s in data.spend
@@ -204,6 +210,7 @@ def render_html(data: ReportData, figures: dict[str, bytes]) -> str:
             f"The best kernel ({e(data.best_id or '-')}) against the seed ({e(data.seed_id or '-')})",
             _diff(data),
         ),
+        ("source", f"The best kernel's source ({e(data.best_id or '-')})", _source(data)),
         ("spend", "LLM spend per role", _spend(data) + _figure("spend", figures.get("spend"))),
         ("directives", "Directives", f"<ul>{directives}</ul>"),
     ]

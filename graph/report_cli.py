@@ -1,4 +1,4 @@
-"""`kernel-scientist report RUN` (HTML and PNG figures) and `kernel-scientist status RUN` (the terminal)."""
+"""`kernel-scientist report [RUN]` (HTML and PNG figures) and `kernel-scientist status [RUN]` (the terminal)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,22 @@ from pathlib import Path
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from graph import control
-from graph.approval import pending_plans
 from graph.archive import Archive
 from graph.run_data import baselines, num, plan_title, ratio
-from graph.runs import RunError, RunHandle, open_run
-
-console = Console()
+from graph.run_handle import RunError, RunHandle, open_run
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
 
 
 @contextmanager
-def opened_run(run: str, runs_dir: Path | None) -> Iterator[tuple[RunHandle, Archive]]:
-    """The run and its archive (closed after), or exit 2 with the reason."""
+def opened_run(run: str | None, runs_dir: Path | None) -> Iterator[tuple[RunHandle, Archive]]:
+    """The run (None: the latest) and its archive, closed after; or exit 2 with the reason."""
     try:
         handle = open_run(run, runs_dir)
     except RunError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        fail(str(exc))
     archive = Archive(handle.archive_path)
     try:
         yield handle, archive
@@ -36,9 +32,9 @@ def opened_run(run: str, runs_dir: Path | None) -> Iterator[tuple[RunHandle, Arc
 
 
 def report_command(
-    run: str = typer.Argument(..., help="Run id or directory."),
+    run: str | None = typer.Argument(None, help=RUN_ARGUMENT_HELP),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: <run>/report)."),
-    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Write a self-contained HTML report of a run and its figures as PNG files."""
     from graph.report import write_report  # matplotlib loads only for this command
@@ -50,9 +46,9 @@ def report_command(
 
 
 def status_command(
-    run: str = typer.Argument(..., help="Run id or directory."),
+    run: str | None = typer.Argument(None, help=RUN_ARGUMENT_HELP),
     limit: int = typer.Option(10, "--limit", "-n", min=1, help="Kernels in the leaderboard."),
-    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """A run's state and a compact leaderboard, at any time (also while it runs)."""
     with opened_run(run, runs_dir) as (handle, archive):
@@ -78,10 +74,11 @@ def status_command(
             if base.sol_geomean_us and best.geomean_us:
                 line += f", {100 * base.sol_geomean_us / best.geomean_us:.1f}% of the speed of light"
             console.print(line)
-        console.print(f"{spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}")
+        failed = f" ({spend.failed} failed)" if spend.failed else ""
+        console.print(f"{spend.calls} LLM calls{failed}, {spend.tokens} tokens, ${spend.cost_usd:.4f}")
         if state.stop_reason:
             console.print(f"stopped: {state.stop_reason}")
-        pending = pending_plans(archive)
+        pending = control.pending_plans(archive)
         if pending:
             titles = "; ".join(f"{p['id']} {p['plan'].get('title', '')}" for p in pending["plans"])
             console.print(f"[yellow]generation {pending['generation']} awaits approval:[/yellow] {titles}")

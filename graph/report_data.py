@@ -65,6 +65,7 @@ class ReportData(BaseModel):
     generations: list[GenerationPoint]
     shape_times: dict[str, dict[str, float]] = Field(description="kernel id -> shape -> median µs (seed and best)")
     diff: str = ""  # the best kernel against the seed
+    best_source: str = ""  # the best kernel in full, to read or copy from the report
     spend: list[SpendRow]
     directives: list[str]
     experiments: int = 0
@@ -142,6 +143,7 @@ def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
         generations=generations,
         shape_times=shape_times,
         diff=source_diff(seed, best) if seed is not None and best is not None and best.id != seed.id else "",
+        best_source=best.source if best else "",
         spend=[
             SpendRow(
                 role=r, calls=s.calls, input_tokens=s.input_tokens, output_tokens=s.output_tokens, cost_usd=s.cost_usd

@@ -9,22 +9,29 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from graph.archive import Archive
 from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_llm_settings
 from graph.control import extend_run, set_approval
 from graph.export import ExportError, export_kernel
-from graph.progress import LiveProgress, leaderboard_table
-from graph.runs import RunError, build_context, create_run, execute, open_run, replay_chat_models, run_summary
+from graph.preflight import PreflightError, check_llm, check_target, directive_notes
+from graph.progress import LineProgress, LiveProgress, leaderboard_table
+from graph.run_data import num, ratio
+from graph.run_handle import RunError, open_run
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
 
 log = logging.getLogger(__name__)
-console = Console()
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code)
+def kept_on_resume(archive: Archive) -> str:
+    """What a resumed run starts from, so the user sees that nothing was lost."""
+    best = archive.best()
+    done = max((g["generation"] for g in archive.generations()), default=0)
+    line = f"resuming with {len(archive.kernels())} kernels, {archive.evaluation_count()} evaluations"
+    line += f" and {done} finished generations kept"
+    if best is not None:
+        line += f"; best {best.id} at {num(best.geomean_us)} µs"
+    return line
 
 
 def run_command(
@@ -53,7 +60,7 @@ def run_command(
     directive: list[str] = typer.Option([], "--directive", "-d", help="A goal for the Selector and Researcher."),
     knowledge: str | None = typer.Option(None, "--kb", help="Knowledge base directory (default $KS_KB_DIR)."),
     no_kb: bool = typer.Option(False, "--no-kb", help="Do not consult the knowledge base."),
-    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
     plain: bool = typer.Option(False, "--plain", help="Log lines instead of the live panel."),
     more: int | None = typer.Option(
         None, "--more", min=1, help="With --resume: allow this many more generations (a finished run too)."
@@ -66,10 +73,12 @@ def run_command(
     ),
 ) -> None:
     """Optimise a kernel: generations of select, research, write, review, evaluate."""
+    from graph.runs import build_context, create_run, execute, replay_chat_models, run_summary
+
     replay_models = None
     try:
         if more is not None and resume is None:
-            raise _fail("--more goes with --resume RUN")
+            fail("--more goes with --resume RUN")
         if replay is not None:
             source = open_run(replay, runs_dir)
             recorded = Archive(source.archive_path)
@@ -83,7 +92,8 @@ def run_command(
                 handle = extend_run(handle, more)
         else:
             if problem is None:
-                raise _fail("give a PROBLEM, or --resume RUN")
+                fail("give a PROBLEM, or --resume RUN")
+            check_target(target)
             llm = load_llm_settings(llm_config, model, base_url)
             config = RunConfig(
                 problem=problem,
@@ -109,25 +119,33 @@ def run_command(
                 use_knowledge=False if no_kb else None,
                 directives=directive,
             )
+            preflight(config)
             handle = create_run(config, runs_dir)
-    except (RunError, ConfigError, ValueError) as exc:
-        raise _fail(str(exc)) from exc
+        if resume is not None:
+            preflight(handle.config)
+    except (RunError, ConfigError, PreflightError, ValueError) as exc:
+        fail(str(exc))
 
     archive = Archive(handle.archive_path)
     if approve:
         set_approval(archive, True)
     console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}")
+    if resume is not None:
+        console.print(kept_on_resume(archive), highlight=False)
     if not handle.config.llm.configured:
         console.print(
             "[yellow]no LLM configured:[/yellow] only the Tuner proposes candidates "
             "(set --model/--base-url, $KS_LLM_MODEL or --llm-config for the full scientist)"
         )
+    for note in directive_notes(handle.config.model_copy(update={"directives": archive.directives()})):
+        console.print(f"[yellow]note:[/yellow] {note}")
     # A SIGTERM (a scheduler, `kill`) ends the run like Ctrl-C: the checkpoints hold its state.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    progress = None if plain or not console.is_terminal else LiveProgress(archive, console, handle.run_id)
+    live = not plain and console.is_terminal
+    progress = LiveProgress(archive, console, handle.run_id) if live else LineProgress(console)
     try:
         ctx = build_context(handle, archive, progress=progress, chat_models=replay_models)
-        if progress is not None:
+        if isinstance(progress, LiveProgress):
             with progress:
                 final = execute(handle, ctx)
         else:
@@ -137,28 +155,36 @@ def run_command(
         raise typer.Exit(130) from None
     except Exception as exc:
         log.exception("run failed")
-        raise _fail(f"run {handle.run_id} failed: {exc}. Resume with --resume {handle.run_id}", 1) from exc
+        fail(f"run {handle.run_id} failed: {exc}. Resume with --resume {handle.run_id}", 1)
     console.print(leaderboard_table(archive, width=console.width))
     summary = run_summary(archive)
     console.print(f"stopped: {final.get('stop_reason')}")
     if summary["best"]:
         gain = summary["speedup_over_seed"]
         console.print(
-            f"best kernel {summary['best']}: {summary['best_geomean_us']:.4g} µs"
-            + (f", {gain:.2f}x the seed" if gain else "")
-            + f"; export with: kernel-scientist export {handle.run_id}"
+            f"best kernel {summary['best']}: {num(summary['best_geomean_us'])} µs"
+            + (f", {ratio(gain)} the seed" if gain else "")
+            + f"; look at it with: kernel-scientist show {handle.run_id}; export with: kernel-scientist export {handle.run_id}"
         )
     (handle.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     archive.close()
 
 
+def preflight(config: RunConfig) -> None:
+    """Refuse a run that cannot work (no GPU for its target, an LLM endpoint that does not answer)."""
+    check_target(config.target)
+    if config.llm.configured:
+        with console.status("asking the LLM endpoint a first small question"):
+            check_llm(config.llm)
+
+
 def export_command(
-    run: str = typer.Argument(..., help="Run id or directory."),
+    run: str | None = typer.Argument(None, help=RUN_ARGUMENT_HELP),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output file (default: <run>/submission.py)."),
     kernel: str | None = typer.Option(None, help="Kernel id (default: the best)."),
     leaderboard: str | None = typer.Option(None, help="Leaderboard name for the #!POPCORN line."),
     gpu: str | None = typer.Option(None, help="GPU for the #!POPCORN line (default from the target: MI300, H100)."),
-    runs_dir: Path | None = typer.Option(None, help="Where runs live (default $KS_RUNS_DIR or ./runs)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Write a run's best kernel as a submission file with its #!POPCORN header lines."""
     try:
@@ -167,8 +193,8 @@ def export_command(
         out = out or handle.run_dir / "submission.py"
         chosen = export_kernel(archive, out, handle.config.target, kernel, leaderboard, gpu)
     except (RunError, ExportError) as exc:
-        raise _fail(str(exc)) from exc
-    console.print(f"kernel {chosen.id} ({chosen.geomean_us:.4g} µs) written to {out}")
+        fail(str(exc))
+    console.print(f"kernel {chosen.id} ({num(chosen.geomean_us)} µs) written to {out}")
     if handle.config.target == "cpu":
         print(
             "note: CPU kernels build through this project's sandbox.native; they are not competition entries.",

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from graph.archive import Archive, ExperimentRecord, KernelRecord
+from sandbox.summary import num as num  # the one number format: chat, report and terminal
 
 
 class ShapeResult(BaseModel):
@@ -42,20 +43,6 @@ def geomean(values: Iterable[float | None]) -> float | None:
     if not items or any(v is None or v <= 0 for v in items):
         return None
     return math.exp(sum(math.log(v) for v in items if v is not None) / len(items))
-
-
-def num(value: float | None) -> str:
-    """A time or other measurement as the chat and report show it (never in e-notation)."""
-    if value is None:
-        return "-"
-    size = abs(value)
-    if size >= 1000:
-        return f"{value:.0f}"
-    if size >= 10:
-        return f"{value:.1f}"
-    if size >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
 
 
 def ratio(value: float | None) -> str:

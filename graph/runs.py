@@ -14,7 +14,6 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,35 +32,13 @@ from graph.config import ROLES, RunConfig
 from graph.context import LogProgress, Progress, RunContext
 from graph.evaluation import RunEvaluator
 from graph.problem_view import problem_view
+from graph.run_handle import RunError, RunHandle, default_runs_dir
 from sandbox.problem import ProblemError, load_problem
 from sandbox.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
 RECURSION_LIMIT = 1_000_000  # LangGraph counts steps; a run of hours takes thousands
-
-
-class RunError(RuntimeError):
-    pass
-
-
-def default_runs_dir() -> Path:
-    return Path(os.environ.get("KS_RUNS_DIR", "runs"))
-
-
-@dataclass
-class RunHandle:
-    run_id: str
-    run_dir: Path
-    config: RunConfig
-
-    @property
-    def archive_path(self) -> Path:
-        return self.run_dir / "archive.sqlite"
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.run_dir / "checkpoints.sqlite"
 
 
 def new_run_id(problem: str) -> str:
@@ -100,16 +77,6 @@ def create_run(config: RunConfig, runs_dir: Path | None = None, run_id: str | No
     finally:
         archive.close()
     return RunHandle(run_id, run_dir, config)
-
-
-def open_run(run: str | Path, runs_dir: Path | None = None) -> RunHandle:
-    """A run by id (under the runs directory) or by its directory."""
-    candidates = [Path(run), (runs_dir or default_runs_dir()) / str(run)]
-    for run_dir in candidates:
-        if (run_dir / "run.json").is_file() and (run_dir / "archive.sqlite").is_file():
-            config = RunConfig.model_validate_json((run_dir / "run.json").read_text())
-            return RunHandle(run_dir.name, run_dir, config)
-    raise RunError(f"no run {run!r} (looked in {', '.join(str(c) for c in candidates)})")
 
 
 ChatModelFactory = Callable[[str, Any], Any]  # (role, LLMConfig) -> a LangChain chat model

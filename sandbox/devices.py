@@ -75,3 +75,11 @@ def evaluation_slots(target: str, requested: list[int] | None = None, cpu_slots:
     if target == "cpu":
         return list(range(max(1, cpu_slots)))
     return visible_gpus(target) or [0]
+
+
+def gpu_found(target: str) -> bool:
+    """Whether the driver reports any GPU of the target's vendor on this host: a run that cannot time
+    a single candidate is refused before it starts. The CPU target always has its device."""
+    if target == "cpu":
+        return True
+    return bool(_nvidia_indices() if target == "cuda" else _amd_indices())

@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from sandbox.verdict import Status, Verdict
+from sandbox.summary import num
+from sandbox.verdict import BuildRecord, Status, Verdict
 
 _STATUS_STYLE = {
     Status.ok: "bold green",
@@ -24,13 +25,27 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
-def render_verdict(verdict: Verdict, console: Console) -> None:
-    problem = verdict.problem.name if verdict.problem else "?"
+def _context_line(verdict: Verdict) -> str:
+    """Problem, target, device and torch where the verdict knows them: a crash before the judge
+    described its environment leaves them out rather than printing question marks."""
     env = verdict.environment
+    parts = [f"problem [bold]{verdict.problem.name}[/bold]"] if verdict.problem else []
+    parts.append(f"target {verdict.target}")
+    parts += [f"{key} {env[key]}" for key in ("device", "torch") if env.get(key)]
+    parts.append(f"{verdict.wall_seconds:.1f} s")
+    return " · ".join(parts)
+
+
+def _cache_cell(rec: BuildRecord) -> str:
+    if not rec.ok:
+        return "[red]failed[/red]"
+    return "hit" if rec.cached else "built"
+
+
+def render_verdict(verdict: Verdict, console: Console) -> None:
     head = (
         f"[{_STATUS_STYLE.get(verdict.status, 'bold')}]{verdict.status.value}[/]  {verdict.message}\n"
-        f"problem [bold]{problem}[/bold] · target {verdict.target} · device {env.get('device', '?')} · "
-        f"torch {env.get('torch', '?')} · {verdict.wall_seconds:.1f} s"
+        + _context_line(verdict)
     )
     console.print(Panel(head, title="verdict", expand=False))
     if verdict.build.records:
@@ -38,7 +53,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         for col in ("library", "language", "cache", "seconds"):
             table.add_column(col)
         for rec in verdict.build.records:
-            table.add_row(rec.name, rec.lang, "hit" if rec.cached else "built", f"{rec.seconds:.2f}")
+            table.add_row(rec.name, rec.lang, _cache_cell(rec), f"{rec.seconds:.2f}")
         console.print(table)
     static = verdict.static or {}
     if static.get("kernels"):
@@ -71,10 +86,10 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         for b in verdict.benchmarks:
             table.add_row(
                 b.shape,
-                _num(b.median_us, "{:,.1f}"),
-                f"{b.p25_us:,.1f}–{b.p75_us:,.1f}",
+                num(b.median_us),
+                f"{num(b.p25_us)}–{num(b.p75_us)}",
                 str(b.reps),
-                _num(b.reference_median_us, "{:,.1f}"),
+                num(b.reference_median_us),
                 _num(b.speedup, "{:.2f}×"),
                 _num(b.pct_sol, "{:.1f}"),
             )
@@ -82,8 +97,8 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         if s is not None:
             table.add_section()
             table.add_row(
-                "[bold]geomean[/bold]", f"[bold]{_num(s.geomean_us, '{:,.1f}')}[/bold]", "", "",
-                _num(s.reference_geomean_us, "{:,.1f}"), _num(s.speedup, "{:.2f}×"), _num(s.pct_sol_geomean, "{:.1f}"),
+                "[bold]geomean[/bold]", f"[bold]{num(s.geomean_us)}[/bold]", "", "",
+                num(s.reference_geomean_us), _num(s.speedup, "{:.2f}×"), _num(s.pct_sol_geomean, "{:.1f}"),
             )
         console.print(table)
         method = verdict.timing_method or {}

@@ -10,6 +10,24 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
+def num(value: float | None) -> str:
+    """A time or other measurement as every screen shows it: a few significant digits, no
+    e-notation, no thousands separators, so one number reads the same in a verdict, a leaderboard
+    and a report."""
+    if value is None:
+        return "-"
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    if size >= 0.001 or size == 0:
+        return f"{value:.3g}"
+    return f"{value:.6f}".rstrip("0")
+
+
 def geomean(values: list[float | None]) -> float | None:
     positive = [v for v in values if v and v > 0]
     if not positive:

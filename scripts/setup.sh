@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its test tools. Idempotent.
+# Create .venv and install the project with its test tools. Idempotent and quiet: a line for each
+# thing it installs, pip's own output in .venv/setup.log (shown when a step fails), and nothing to
+# reinstall when pyproject.toml has not changed since the last successful install.
 # torch is pinned to a CPU build for demos and CI; set KS_TORCH to choose another
 # (e.g. KS_TORCH=skip on a GPU host whose python already has the right torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv"
   "$PY" -m venv .venv
 fi
 VPY=.venv/bin/python
-"$VPY" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+LOG=.venv/setup.log
+STAMP=.venv/.ks-installed
+: > "$LOG"
+quietly() {  # run a step with its output in the log; on failure show the log's end and stop
+  if ! "$@" >>"$LOG" 2>&1; then
+    echo "error: '$*' failed; the end of $LOG:" >&2
+    tail -n 40 "$LOG" >&2
+    exit 1
+  fi
+}
 TORCH_SPEC="${KS_TORCH:-torch==2.13.0}"
-if [ "$TORCH_SPEC" != "skip" ] && ! "$VPY" -c "import torch" 2>/dev/null; then
-  echo "installing $TORCH_SPEC"
-  "$VPY" -m pip install -q "$TORCH_SPEC" 2>&1 | grep -v "^WARNING: Location" || true
+if [ "$TORCH_SPEC" != "skip" ] && ! "$VPY" -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)"; then
+  echo "installing $TORCH_SPEC (a few minutes the first time)"
+  quietly "$VPY" -m pip install -q --upgrade pip
+  quietly "$VPY" -m pip install -q "$TORCH_SPEC"
 fi
-"$VPY" -m pip install -q -e ".[test,ray]" 2>&1 | grep -v "^WARNING: Location" || true
+# The project is installed editable: source changes need no reinstall, only a changed pyproject.toml does.
+WANT="$("$VPY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' < pyproject.toml)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! "$VPY" -c "import graph.cli" 2>/dev/null; then
+  echo "installing the project and its dependencies (pyproject.toml changed or first install)"
+  quietly "$VPY" -m pip install -q -e ".[test,ray]"
+  echo "$WANT" > "$STAMP"
+fi
 # A C++ compiler builds the CPU kernels.
 if ! command -v g++ >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
+    echo "installing g++"
     apt-get update -qq && apt-get install -y -qq g++ >/dev/null
   else
     echo "warning: no g++ found; CPU kernels cannot be built" >&2
@@ -75,4 +95,5 @@ if command -v nvcc >/dev/null 2>&1 && ! command -v cuobjdump >/dev/null 2>&1 \
       || echo "warning: cuobjdump not installed; CUDA static reports will have no SASS counts" >&2
   fi
 fi
-"$VPY" -c "import torch, pydantic, typer, yaml; print('environment ready: torch', torch.__version__)"
+# Versions from the installed metadata: importing torch here would cost seconds on every call.
+"$VPY" -c "from importlib.metadata import version as v; print('environment ready: torch', v('torch'), '· kernel-scientist', v('kernel-scientist'))"

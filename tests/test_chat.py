@@ -22,7 +22,6 @@ from agents.grounding import ungrounded_numbers
 from agents.llm import LLMConfig
 from agents.scripted import ScriptedChatModel
 from graph import control
-from graph.approval import pending_plans
 from graph.archive import Archive
 from graph.build import build_graph
 from graph.chat import ChatSession
@@ -38,6 +37,7 @@ from graph.chat_tools import (
 )
 from graph.cli import app
 from graph.config import LLMSettings
+from graph.control import pending_plans
 from graph.run_data import failure_reason, num, ratio
 from graph.runs import RunHandle, create_run
 from tests import scientist_script as script

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.devicelock import device_idle, device_lock
+from sandbox.devicelock import device_idle, device_lock, lock_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +43,21 @@ def gpu3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.setenv("KS_LOCK_DIR", str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def wait_for_open_file(pid: int, path: Path, timeout_s: float = 120.0) -> None:
+    """Until process `pid` holds `path` open: a worker that opened its device's lock file has
+    finished its host warm-up and now waits for the device."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                if Path(os.readlink(fd)) == path:
+                    return
+            except OSError:
+                continue  # closed meanwhile
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never opened {path}")
 
 
 def probe(env: dict[str, str], code: str, *args: str) -> str:
@@ -107,6 +122,7 @@ def test_no_device_no_lock(monkeypatch: pytest.MonkeyPatch) -> None:
         assert idle is False
 
 
+@pytest.mark.slow
 def test_a_standby_worker_leaves_a_busy_device_to_its_request(gpu3: dict[str, str]) -> None:
     """A real standby worker on a device in use: no device step; its request still runs."""
     from sandbox.evaluator import PhaseLimits, _Worker, scrubbed_env
@@ -119,7 +135,7 @@ def test_a_standby_worker_leaves_a_busy_device_to_its_request(gpu3: dict[str, st
     outcomes = []
     with device_lock():
         worker = _Worker.spawn(env)
-        time.sleep(3)  # it warms its host side, then waits for the device
+        wait_for_open_file(worker.proc.pid, lock_dir() / "gpu-3.busy")  # warmed up, waiting for the device
         assert worker.alive()
         runner = threading.Thread(target=lambda: outcomes.append(worker.run(request, PhaseLimits(), None)))
         runner.start()  # the request arrives while the device is still in use

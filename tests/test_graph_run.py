@@ -166,7 +166,7 @@ def test_resume_after_an_interruption_repeats_no_finished_step(tmp_path: Path) -
     assert "keep register use under 128" in models["researcher"].requests[0].text
 
     fresh = scientist_models()
-    from graph.runs import open_run
+    from graph.run_handle import open_run
 
     handle = open_run(handle_dir)
     final = execute(handle, build_context(handle, archive, chat_models=fresh))

@@ -88,7 +88,8 @@ def test_report_renders_in_headless_chromium(run: tuple[RunHandle, Archive], tmp
     match = re.search(r'<pre id="out">(.*?)</pre>', result.stdout, re.DOTALL)
     assert match, result.stdout[-2000:] + result.stderr[-2000:]
     seen = json.loads(match.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
-    assert seen["sections"] == ["leaderboard", "progress", "shapes", "lineage", "diff", "spend", "directives"]
+    assert seen["sections"] == ["leaderboard", "progress", "shapes", "lineage", "diff", "source", "spend", "directives"]
+    assert seen["source"] == archive.best().source  # the best kernel in full, to read or copy
     # Every figure decoded and was laid out with a size on the page.
     assert len(seen["images"]) == len(FIGURES)
     for image in seen["images"]:
@@ -130,7 +131,8 @@ document.getElementById('out').textContent = JSON.stringify({
   added: d.querySelectorAll('#diff .add').length,
   removed: d.querySelectorAll('#diff .del').length,
   added_text: Array.from(d.querySelectorAll('#diff .add')).map(function (s) { return s.textContent; }),
-  spend_roles: rows('#spend').map(function (r) { return r[0]; })
+  spend_roles: rows('#spend').map(function (r) { return r[0]; }),
+  source: (d.querySelector('#source pre') || {}).textContent
 });
 "></iframe></body></html>
 """
@@ -151,6 +153,37 @@ def test_status_and_report_commands(run: tuple[RunHandle, Archive], tmp_path: Pa
     assert (out / "index.html").is_file() and {p.stem for p in out.glob("*.png")} == FIGURES
     missing = runner.invoke(app, ["status", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "no run" in missing.output
+    # Without RUN, every command means the latest run under the runs directory.
+    latest = runner.invoke(app, ["status", "--runs-dir", str(handle.run_dir.parent)], env={"COLUMNS": "120"})
+    assert latest.exit_code == 0 and handle.run_id in latest.output
+    empty = runner.invoke(app, ["status", "--runs-dir", str(tmp_path / "none")])
+    assert empty.exit_code == 2 and "no runs in" in empty.output
+
+
+def test_show_and_compare_a_runs_kernels(run: tuple[RunHandle, Archive]) -> None:
+    handle, archive = run
+    best, seed = archive.best(), archive.seed()
+    runs_dir = str(handle.run_dir.parent)
+    shown = runner.invoke(app, ["show", "--runs-dir", runs_dir], env={"COLUMNS": "160"})
+    assert shown.exit_code == 0, shown.output
+    # The best kernel by default: its source, its verdict's per-shape medians with their spread.
+    assert best.id in shown.output and best.source.strip().splitlines()[-1].strip() in shown.output
+    verdict = json.loads(archive.kernel_verdict(best.id))
+    for bench in verdict["benchmarks"]:
+        assert re.search(
+            rf"{re.escape(bench['shape'])}.*{re.escape(num(bench['median_us']))}.*{re.escape(num(bench['p25_us']))}–",
+            shown.output,
+        ), bench["shape"]
+    one = runner.invoke(app, ["show", seed.id, "--runs-dir", runs_dir], env={"COLUMNS": "160"})
+    assert one.exit_code == 0 and f"{seed.id} of {handle.run_id}" in one.output  # a lone KERNEL: the latest run
+    unknown = runner.invoke(app, ["show", handle.run_id, "k999", "--runs-dir", runs_dir])
+    assert unknown.exit_code == 2 and "no kernel 'k999'" in unknown.output and seed.id in unknown.output
+    compared = runner.invoke(app, ["compare", seed.id, best.id, "--stored", "--runs-dir", runs_dir], env={"COLUMNS": "160"})
+    assert compared.exit_code == 0, compared.output
+    shape = verdict["benchmarks"][0]["shape"]
+    ratio_text = f"{seed.benchmarks[shape] / best.benchmarks[shape]:.2f}x"  # B's speed-up over A, per shape
+    assert re.search(rf"{re.escape(shape)}.*{re.escape(num(seed.benchmarks[shape]))}.*{re.escape(ratio_text)}", compared.output)
+    assert f"--- {seed.id}" in compared.output and f"+++ {best.id}" in compared.output
 
 
 def test_a_run_whose_seed_fails_still_gets_a_report(tmp_path: Path) -> None:
@@ -163,7 +196,8 @@ def test_a_run_whose_seed_fails_still_gets_a_report(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # empty figures draw without complaints
         files = write_report(archive, handle.run_id, "cpu", tmp_path / "report")
-    assert set(files.figures) == FIGURES - {"leaderboard"}  # no correct kernel: no leaderboard figure
+    # No correct kernel and no LLM: neither a leaderboard figure nor an empty spend axis.
+    assert set(files.figures) == FIGURES - {"leaderboard", "spend"}
     page = files.html.read_text()
     assert "No correct kernel yet." in page and "No LLM calls" in page and "build_error" in page
     status = runner.invoke(app, ["status", str(handle.run_dir)])

@@ -1,0 +1,157 @@
+"""`kernel-scientist show [RUN] [KERNEL]` and `kernel-scientist compare [RUN] A B`: look at a kernel
+(its source, per-shape times with their spread, verdict and static report) and put two side by side,
+re-timed now under the same conditions, with the diff between their sources."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.syntax import Syntax
+from rich.table import Table
+
+from graph.archive import Archive, KernelRecord
+from graph.report_cli import opened_run
+from graph.run_data import num, plan_title, ratio, source_diff
+from graph.run_handle import RunError, open_run
+from graph.terminal import RUNS_DIR_HELP, console, fail
+
+if TYPE_CHECKING:
+    from sandbox.verdict import Verdict
+
+
+def find_kernel(archive: Archive, kernel_id: str | None) -> KernelRecord:
+    """A kernel by id, or the run's best (the seed when nothing passed); exit 2 naming the ids there are."""
+    kernel = archive.kernel(kernel_id) if kernel_id else (archive.best() or archive.seed())
+    if kernel is None:
+        known = ", ".join(k.id for k in archive.kernels()[:12]) or "none yet"
+        fail(f"no kernel {kernel_id!r} in this run (kernels: {known})" if kernel_id else "this run has no kernels yet")
+    return kernel
+
+
+def split_run_and_kernels(args: list[str], kernels: int, runs_dir: Path | None) -> tuple[str | None, list[str]]:
+    """RUN is optional before the kernel ids: with one argument more than the kernels asked for, the
+    first names the run; otherwise the latest run is meant. A lone argument of `show` may be either."""
+    if len(args) > kernels:
+        return args[0], args[1:]
+    if kernels == 1 and len(args) == 1:
+        try:
+            open_run(args[0], runs_dir)
+            return args[0], []
+        except RunError:
+            return None, args
+    return None, args
+
+
+def show_command(
+    args: list[str] = typer.Argument(None, help="[RUN] [KERNEL]: the run (default: the latest) and a kernel id (default: its best)."),
+    diff: bool = typer.Option(False, "--diff", help="Also show the diff from the kernel's parent."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
+) -> None:
+    """A kernel's source, per-shape times with their spread, its verdict and static report."""
+    from sandbox.report import render_verdict
+    from sandbox.verdict import Verdict
+
+    run, rest = split_run_and_kernels(list(args or []), 1, runs_dir)
+    if len(rest) > 1:
+        fail("show takes [RUN] [KERNEL]")
+    with opened_run(run, runs_dir) as (handle, archive):
+        kernel = find_kernel(archive, rest[0] if rest else None)
+        seed = archive.seed()
+        head = f"[bold]{kernel.id}[/bold] of {handle.run_id}: generation {kernel.generation}, {kernel.origin}"
+        if kernel.parents:
+            head += f" from {', '.join(kernel.parents)}"
+        console.print(head, highlight=False)
+        console.print(f"plan: {plan_title(kernel)}", highlight=False)
+        if kernel.ok and seed is not None and seed.geomean_us and kernel.geomean_us:
+            console.print(
+                f"{num(kernel.geomean_us)} µs geometric mean: {ratio(seed.geomean_us / kernel.geomean_us)} the seed"
+                + (f", {ratio(kernel.speedup)} PyTorch" if kernel.speedup else ""),
+                highlight=False,
+            )
+        console.print(Syntax(kernel.source, "python", line_numbers=True, word_wrap=True))
+        if diff and kernel.parents and (parent := archive.kernel(kernel.parents[0])) is not None:
+            console.print(Syntax(source_diff(parent, kernel), "diff"))
+        verdict_json = archive.kernel_verdict(kernel.id)
+        if verdict_json:
+            render_verdict(Verdict.from_json(verdict_json), console)
+        else:
+            console.print(f"[yellow]no verdict stored[/yellow]: {kernel.status} {kernel.message}")
+
+
+def compare_command(
+    args: list[str] = typer.Argument(..., help="[RUN] A B: the run (default: the latest) and two kernel ids."),
+    retime: bool = typer.Option(
+        True, "--retime/--stored", help="Time both again now, one after the other (default), or show stored figures."
+    ),
+    budget: float | None = typer.Option(None, help="Seconds of timed repetitions per shape (default: the run's)."),
+    runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
+) -> None:
+    """Two kernels side by side: per-shape times (re-measured now by default) and the diff of their sources."""
+    run, rest = split_run_and_kernels(list(args), 2, runs_dir)
+    if len(rest) != 2:
+        fail("compare takes [RUN] A B: two kernel ids")
+    with opened_run(run, runs_dir) as (handle, archive):
+        a, b = (find_kernel(archive, k) for k in rest)
+        if retime:
+            problem_path = Path(archive.get_meta("problem_path"))
+            seconds = budget or handle.config.sandbox.timing_budget_s
+            times = retimed(problem_path, handle.config.target, seconds, a, b)
+            title = f"re-timed now, {seconds:g} s per shape each (µs, median and p25–p75)"
+        else:
+            times = {k.id: stored_times(archive, k) for k in (a, b)}
+            title = "as stored in the run (µs, median and p25–p75)"
+        console.print(side_by_side(a, b, times, title))
+        diff = source_diff(a, b)
+        console.print(Syntax(diff, "diff") if diff else "[dim]the two sources are identical[/dim]")
+
+
+ShapeTimes = dict[str, tuple[float, float, float]]  # shape -> (median, p25, p75) in µs
+
+
+def times_of(verdict: Verdict) -> ShapeTimes:
+    return {b.shape: (b.median_us, b.p25_us, b.p75_us) for b in verdict.benchmarks}
+
+
+def stored_times(archive: Archive, kernel: KernelRecord) -> ShapeTimes:
+    from sandbox.verdict import Verdict
+
+    verdict_json = archive.kernel_verdict(kernel.id)
+    return times_of(Verdict.from_json(verdict_json)) if verdict_json and kernel.ok else {}
+
+
+def retimed(problem_path: Path, target: str, budget_s: float, *kernels: KernelRecord) -> dict[str, ShapeTimes]:
+    """Each kernel evaluated again, one after the other on this machine: figures taken minutes apart
+    (as stored ones are) differ by the machine's drift, figures taken now differ by the kernels."""
+    from sandbox.evaluator import EvalOptions, evaluate
+
+    out: dict[str, ShapeTimes] = {}
+    with tempfile.TemporaryDirectory(prefix="ks-compare-") as tmp, console.status("timing") as status:
+        for kernel in kernels:
+            path = Path(tmp) / f"{kernel.id}.py"
+            path.write_text(kernel.source)
+            status.update(f"timing {kernel.id}")
+            verdict = evaluate(
+                problem_path, path, EvalOptions(target=target, timing={"budget_s": budget_s}, time_reference=False)
+            )
+            if not verdict.passed:
+                console.print(f"[yellow]{kernel.id} did not pass now:[/yellow] {verdict.status.value} {verdict.message}")
+            out[kernel.id] = times_of(verdict) if verdict.passed else {}
+    return out
+
+
+def side_by_side(a: KernelRecord, b: KernelRecord, times: dict[str, ShapeTimes], title: str) -> Table:
+    """One row per shape: each kernel's median with its interquartile range, and B's speed-up over A."""
+    table = Table(title=title, header_style="bold")
+    table.add_column("shape")
+    for k in (a, b):
+        table.add_column(f"{k.id}", justify="right")
+    table.add_column(f"{b.id} vs {a.id}", justify="right")
+    ta, tb = times.get(a.id, {}), times.get(b.id, {})
+    for shape in list(dict.fromkeys([*ta, *tb])):
+        cells = [f"{num(t[0])} ({num(t[1])}–{num(t[2])})" if t else "-" for t in (ta.get(shape), tb.get(shape))]
+        gain = ta[shape][0] / tb[shape][0] if shape in ta and shape in tb and tb[shape][0] else None
+        table.add_row(shape, *cells, ratio(gain))
+    return table

@@ -1,0 +1,28 @@
+"""What every command of the command line shares: the one console, the one way to exit with an
+error, and log lines on stderr. Light on purpose: `kernel-scientist --help` imports it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+console = Console()
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+RUN_ARGUMENT_HELP = "Run id or directory (default: the latest run)."
+RUNS_DIR_HELP = "Where runs live (default $KS_RUNS_DIR or ./runs)."
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Exit with one red line: code 2 for what the user can fix (bad input, a missing device,
+    an endpoint that does not answer), 1 for a run or evaluation that failed."""
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)  # one line, however long
+    raise typer.Exit(code)
+
+
+def setup_logging(verbose: bool) -> None:
+    """Warnings by default, everything with -v; on stderr, so that piped output stays clean."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
