@@ -169,6 +169,7 @@ def analyze_hip(
     source: str,
     name: str = "kernel",
     *,
+    toolchain: hip.Toolchain | None = None,
     arch: str | None = None,
     flags: Sequence[str] = (),
     profile: str = "mi300x",
@@ -176,51 +177,60 @@ def analyze_hip(
     source_name: str = "",
     use_cache: bool = True,
 ) -> StaticReport:
-    """Compile HIP device code for the MI300 ISA and report each kernel's resources."""
+    """Compile HIP device code for the MI300 ISA and report each kernel's resources.
+
+    `toolchain` defaults to `hip.mi300_toolchain()` (clang for gfx942, else hipcc); `arch`
+    overrides its target. The report names both the target and the compiler.
+    """
     target = targets.PROFILES[profile]
-    hipcc = hip.find_hipcc()
-    if hipcc is None:
+    toolchain = toolchain or hip.mi300_toolchain()
+    if toolchain is None:
         return StaticReport(
             vendor="amd", status="unavailable", arch_requested=target.arch, source_name=source_name,
-            notes=["hipcc not found: no MI300 static report (install Debian's hipcc)"],
+            notes=[f"no MI300 static report: {hip.toolchain_problem() or 'no HIP compiler'}"],
         )
-    choice = hip.ArchChoice(arch, arch, f"compiled for {arch}") if arch else hip.mi300_arch(hipcc)
-    if choice is None:
-        return StaticReport(
-            vendor="amd", status="unavailable", arch_requested=target.arch, source_name=source_name,
-            compiler=hip.hipcc_version(hipcc), notes=["hipcc accepts neither gfx942 nor gfx940"],
-        )
-    version = hip.hipcc_version(hipcc)
+    arch = arch or toolchain.arch
+    note = toolchain.note if arch == toolchain.arch else f"compiled for {arch} with {toolchain.label}"
     key = buildcache.cache_key(
-        "static-hip", REPORT_VERSION, source, choice.arch, " ".join(flags), version, profile, name
+        "static-hip", REPORT_VERSION, source, arch, " ".join(flags), toolchain.compiler, toolchain.version,
+        " ".join(toolchain.flags), profile, name,
     )
     if use_cache and (hit := _cache_load(key)) is not None:
         return _finish(hit, f"{name}.hip", line_map, source_name)
     with tempfile.TemporaryDirectory(prefix="ks-stub-") as stub_dir:
         includes, extra = torch_stub(source, Path(stub_dir))
         built = hip.compile_device_asm(
-            source, name=name, arch=choice.arch, flags=[*extra, *flags], include_dirs=includes, hipcc=hipcc
+            source, name=name, toolchain=toolchain, arch=arch, flags=[*extra, *flags], include_dirs=includes
         )
     report = StaticReport(
         vendor="amd",
         status="ok" if built.ok else "compile_error",
-        arch_requested=choice.requested,
+        arch_requested=toolchain.requested,
         arch_used=built.arch,
-        compiler=version,
+        compiler=toolchain.label,
         command=built.command,
         log=built.log[-_LOG_LIMIT:],
         seconds=round(built.seconds, 3),
         source_name=source_name,
-        notes=[choice.note],
+        notes=[note],
     )
     if includes:
         report.notes.append(TORCH_STUB_NOTE)
     report.diagnostics = _diagnostics(built.log)
     if built.ok:
         report.kernels = _amd_kernels(built.log, built.asm, target)
+        written_for = amdgcn_target(built.asm)
+        if written_for.split("--")[-1].split(":")[0] != built.arch:
+            report.notes.append(f"the assembly's target is {written_for or 'not stated'}, not {built.arch}")
     if use_cache:
         _cache_store(key, report)
     return _finish(report, built.source_file, line_map, source_name)
+
+
+def amdgcn_target(asm: str) -> str:
+    """The target the assembly was written for: 'amdgcn-amd-amdhsa--gfx942' (its `.amdgcn_target`)."""
+    match = re.search(r'^\s*\.amdgcn_target\s+"([^"]+)"', asm, re.M)
+    return match.group(1) if match else ""
 
 
 def _amd_kernels(log_text: str, asm: str, target: targets.TargetProfile) -> list[KernelStatic]:
