@@ -16,7 +16,7 @@ CHECK = EvalOptions(target="cpu", mode="check", limits=PhaseLimits(build=300, ch
 
 
 def test_bundled_problems_cover_the_issue() -> None:
-    expected = {"vector_add", "softmax", "rmsnorm", "matmul_bf16", "fp8_blockscale_gemm"}
+    expected = {"vector_add", "softmax", "rmsnorm", "matmul_bf16", "fp8_blockscale_gemm", "mla_decode", "moe"}
     assert expected <= set(bundled_problems())
     for name in expected:
         spec = load_problem(name, "cpu")
