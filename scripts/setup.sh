@@ -73,6 +73,20 @@ if ! command -v hipcc >/dev/null 2>&1; then
     echo "warning: no hipcc and no apt-get to install it; MI300 static reports will be skipped" >&2
   fi
 fi
+# clang-19 compiles HIP candidates for gfx942 (the MI300X itself; Debian's hipcc only knows gfx940),
+# with llvm-19's llvm-dis/llvm-as to make the gfx942 device library (sandbox/amdgcn_libs.py).
+if ! command -v clang++-19 >/dev/null 2>&1 || ! command -v llvm-as-19 >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if command -v apt-get >/dev/null 2>&1 && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
+    echo "installing clang-19 and llvm-19"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        clang-19 llvm-19 >/dev/null; } \
+      || echo "warning: clang-19 could not be installed; MI300 static reports will use hipcc's gfx940" >&2
+  else
+    echo "warning: no clang-19 and no apt-get to install it; MI300 static reports will use hipcc's gfx940" >&2
+  fi
+fi
 # Headless Chromium renders the HTML run report in its test (tests/test_report.py skips without it).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   SUDO=""
