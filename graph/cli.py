@@ -85,6 +85,7 @@ def eval_command(
 ) -> None:
     """Build, check and time one submission, and print its verdict."""
     from graph.config import TARGETS, unknown_target
+    from graph.preflight import PreflightError, check_submission
     from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
     from sandbox.problem import ProblemError, load_problem
     from sandbox.report import render_verdict
@@ -102,6 +103,10 @@ def eval_command(
         fail(str(exc))
     if not submission.is_file():
         fail(f"submission not found: {submission}")
+    try:
+        check_submission(submission, "ModelNew" if spec.kind == "kernelbench" else "custom_kernel")
+    except PreflightError as exc:
+        fail(str(exc))
     options = EvalOptions(
         target=target,
         mode="check" if check_only else "full",

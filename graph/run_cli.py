@@ -14,7 +14,7 @@ from graph.archive import Archive
 from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_llm_settings
 from graph.control import extend_run, set_approval
 from graph.export import ExportError, export_kernel
-from graph.preflight import PreflightError, check_llm, check_target, directive_notes
+from graph.preflight import PreflightError, check_llm, check_submission, check_target, directive_notes
 from graph.progress import LineProgress, LiveProgress, leaderboard_table
 from graph.run_data import num, ratio
 from graph.run_handle import RunError, open_run
@@ -120,6 +120,8 @@ def run_command(
                 directives=directive,
             )
             preflight(config)
+            if seed is not None and seed.is_file():
+                check_submission(seed, "ModelNew" if problem.endswith(".py") else "custom_kernel")
             handle = create_run(config, runs_dir)
         if resume is not None:
             preflight(handle.config)

@@ -93,6 +93,8 @@ def ingest_command(
             progress.update(
                 task, total=total, completed=done, description=f"{Path(result.source).name[:40]:40}"
             )
+            if not err.is_terminal and not as_json:  # a log or a pipe sees no bar: a line per file
+                err.print(f"{done}/{total} {result.status} {result.source}", markup=False, highlight=False)
 
         report = kb.ingest(paths, target=target, on_progress=on_progress)
     if as_json:

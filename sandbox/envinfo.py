@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 from typing import Any
 
+_VERSION = re.compile(r"\d+\.\d+")
 
-def _first_line(command: list[str]) -> str | None:
+
+def _version_line(command: list[str]) -> str | None:
+    """The line of `tool --version` that names the version: g++ ends with its licence and nvcc with
+    its build id, so neither the first nor the last line is right for both."""
     if shutil.which(command[0]) is None:
         return None
     try:
@@ -17,7 +22,8 @@ def _first_line(command: list[str]) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return lines[-1] if lines else None
+    versioned = [line for line in lines if _VERSION.search(line) and not line.startswith(("Copyright", "Built", "Build "))]
+    return (versioned or lines or [None])[0]
 
 
 def collect(device: str) -> dict[str, Any]:
@@ -36,7 +42,7 @@ def collect(device: str) -> dict[str, Any]:
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "compilers": {"cxx": _first_line([os.environ.get("CXX", "g++"), "--version"])},
+        "compilers": {"cxx": _version_line([os.environ.get("CXX", "g++"), "--version"])},
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         index = torch.device(device).index or 0
@@ -53,12 +59,12 @@ def collect(device: str) -> dict[str, Any]:
             info["gcn_arch"] = getattr(props, "gcnArchName", None)
         else:
             info["toolkit"] = f"CUDA {torch.version.cuda} (torch)"
-            info["compilers"]["nvcc"] = _first_line(["nvcc", "--version"])
+            info["compilers"]["nvcc"] = _version_line(["nvcc", "--version"])
             # nvidia-smi ignores CUDA_VISIBLE_DEVICES: name this process's GPU by its UUID, so the
             # query never goes to a GPU another worker is timing on.
             uuid = getattr(props, "uuid", None)
             gpu_id = f"GPU-{uuid}" if uuid else str(index)
-            info["driver"] = _first_line(
+            info["driver"] = _version_line(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={gpu_id}"]
             )
     return info

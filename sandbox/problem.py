@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import math
 import operator
+import re
 import sys
 import types
 from collections.abc import Callable
@@ -143,6 +144,8 @@ class Problem:
     integrity: dict[str, Any] = field(default_factory=dict)
     # Value patterns every kernel must handle (sandbox/judge/checks.apply_values), checked on every test shape.
     adversarial: list[dict[str, Any]] = field(default_factory=list)
+    # GPU MODE: the utils.py the reference imports (task.yml's `files:` may name one elsewhere in the tree).
+    utils_path: Path | None = None
     # Set by bind(): the loaded reference functions.
     _generate: Callable[..., Any] | None = None
     _reference: Callable[[Any], Any] | None = None
@@ -157,7 +160,10 @@ class Problem:
         return self.seeds[key]
 
     def shape_label(self, params: dict[str, Any]) -> str:
-        return ", ".join(f"{k}={v}" for k, v in params.items() if k != "seed") or "default"
+        """Shapes by their parameters; where the seed is all that tells them apart (KernelBench's
+        fixed `get_inputs`), by the seed, so that no two rows read "default"."""
+        label = ", ".join(f"{k}={v}" for k, v in params.items() if k != "seed")
+        return label or (f"seed={params['seed']}" if "seed" in params else "default")
 
     # -- reference side (imports torch; only call inside a worker) -----------
 
@@ -222,18 +228,73 @@ def _shape_list(value: Any, where: str) -> list[dict[str, Any]]:
     return [dict(v) for v in value]
 
 
+def _declared_files(task: dict[str, Any], directory: Path) -> dict[str, Path]:
+    """task.yml's `files:` list (name -> source, relative to the problem), as the competition's
+    runner copies them beside the submission: how a problem names a utils.py kept elsewhere."""
+    files: dict[str, Path] = {}
+    for entry in task.get("files") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("source"), str):
+            if not entry["source"].startswith("@"):
+                files[entry["name"]] = (directory / entry["source"]).resolve()
+    return files
+
+
+def _reference_signature(reference: Path) -> tuple[list[str], str]:
+    """generate_input's parameter names and the reference's source, read without importing it."""
+    source = reference.read_text()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ProblemError(f"{reference}: not valid Python: {exc}") from exc
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate_input":
+            return [a.arg for a in node.args.args + node.args.kwonlyargs], source
+    return [], source
+
+
+_CUDA_INPUTS = re.compile(r"""device\s*=\s*["']cuda|\.cuda\(\)|DEVICE\s*=\s*["']cuda""")
+
+
+def _refuse_what_cannot_run(directory: Path, reference: Path, target: str | None, ours: dict[str, Any]) -> None:
+    """Problems that load but cannot run here, refused with the reason and what would run them."""
+    params, source = _reference_signature(reference)
+    if "rank" in params or "world_size" in params:
+        raise ProblemError(
+            f"{directory.name} is a distributed problem (its generate_input takes {', '.join(params)}): it needs "
+            "several GPUs under torch.distributed, which the sandbox does not run"
+        )
+    declares_cpu = "cpu" in (ours.get("targets") or {}) or any(str(k).startswith("cpu") for k in ours.get("seeds") or {})
+    if target == "cpu" and not declares_cpu and _CUDA_INPUTS.search(source):
+        raise ProblemError(
+            f"{directory.name} makes its inputs on a CUDA device (reference.py): it needs --target cuda "
+            "(an NVIDIA GPU) or --target hip (an AMD GPU); the CPU target cannot run it"
+        )
+
+
 def load_gpumode(directory: Path, target: str | None = None) -> Problem:
     directory = directory.resolve()
     task_file = directory / "task.yml"
     if not task_file.is_file():
         raise ProblemError(f"{directory}: no task.yml (not a GPU MODE problem directory)")
-    for needed in ("reference.py", "task.py"):
-        if not (directory / needed).is_file():
-            raise ProblemError(f"{directory}: missing {needed}")
-    if not (directory / "utils.py").is_file() and not (directory.parent / "utils.py").is_file():
-        raise ProblemError(f"{directory}: no utils.py beside it or one level up")
     task = _read_task_yml(task_file)
+    declared = _declared_files(task, directory)
+    reference = declared.get("reference.py", directory / "reference.py")
+    if not reference.is_file():
+        raise ProblemError(f"{directory}: missing reference.py")
+    if not declared.get("task.py", directory / "task.py").is_file():
+        own = " and its own eval.py defines what a submission provides" if (directory / "eval.py").is_file() else ""
+        raise ProblemError(
+            f"{directory}: no task.py{own}; the sandbox runs problems whose submissions define "
+            "custom_kernel(data) with the types task.py declares"
+        )
+    utils = next(
+        (p for p in (declared.get("utils.py"), directory / "utils.py", directory.parent / "utils.py") if p and p.is_file()),
+        None,
+    )
+    if utils is None:
+        raise ProblemError(f"{directory}: no utils.py beside it, one level up, or named in task.yml's files")
     ours = task.get("kernel_scientist") or {}
+    _refuse_what_cannot_run(directory, reference, target, ours)
     tests = _shape_list(task.get("tests"), f"{task_file}: tests")
     benchmarks = _shape_list(task.get("benchmarks"), f"{task_file}: benchmarks")
     # Per-target shape lists, e.g. smaller shapes for the CPU.
@@ -266,6 +327,7 @@ def load_gpumode(directory: Path, target: str | None = None) -> Problem:
         seeds=seeds,
         integrity=_integrity(ours.get("integrity") or {}, task_file),
         adversarial=_adversarial(ours.get("adversarial"), task_file),
+        utils_path=utils,
     )
 
 
@@ -304,10 +366,7 @@ def _bind_gpumode(problem: Problem) -> None:
         if entry in sys.path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
-    utils_path = directory / "utils.py"
-    if not utils_path.is_file():
-        utils_path = directory.parent / "utils.py"
-    _load_module("utils", utils_path)
+    _load_module("utils", problem.utils_path or directory / "utils.py")
     _load_module("task", directory / "task.py")
     reference = _load_module("reference", directory / "reference.py")
     for needed in ("generate_input", "ref_kernel", "check_implementation"):

@@ -74,6 +74,7 @@ def test_grounding_check_reads_numbers_like_a_person() -> None:
     assert ungrounded_numbers("[k3] takes 1234.5 µs, 7.4x the seed, 85% of peak", sources) == ["1234.5", "7.4", "85"]
 
 
+@pytest.mark.slow
 def test_tools_read_the_run_from_the_archive(mixed: tuple[RunHandle, Archive]) -> None:
     handle, archive = mixed
     tools = RunTools(handle, archive)
@@ -116,6 +117,7 @@ def answer_from_leaderboard(messages: list[BaseMessage], kwargs: dict[str, Any])
     return f"The fastest kernel is {row['kernel']} at {row['geomean']} µs, {row['vs_seed']} the seed's speed."
 
 
+@pytest.mark.slow
 def test_answers_come_from_tool_results(mixed: tuple[RunHandle, Archive]) -> None:
     handle, archive = mixed
     calls_before = len(archive.llm_calls("chat"))
@@ -142,6 +144,7 @@ def test_answers_come_from_tool_results(mixed: tuple[RunHandle, Archive]) -> Non
     assert calls[1]["reply"] == turn.text and all(c["input_tokens"] > 0 for c in calls)
 
 
+@pytest.mark.slow
 def test_an_invented_number_is_sent_back(mixed: tuple[RunHandle, Archive]) -> None:
     handle, archive = mixed
     best = archive.best()
@@ -173,6 +176,7 @@ def test_an_invented_number_is_sent_back(mixed: tuple[RunHandle, Archive]) -> No
     assert turn.ungrounded == ["6.02e+23"] and len(stubborn.requests) == 2
 
 
+@pytest.mark.slow
 def test_chat_command_streams_through_an_openai_compatible_server(mixed: tuple[RunHandle, Archive]) -> None:
     handle, archive = mixed
     best = archive.best()
@@ -213,6 +217,7 @@ def gated_models(gates: list[threading.Event], explained: list[int]) -> dict[str
     return models
 
 
+@pytest.mark.slow
 def test_directive_reaches_the_next_generation_and_the_chat_controls_the_run(tmp_path: Path) -> None:
     handle = create_run(run_config(parallel=1, generations=5), tmp_path / "runs")
     archive = Archive(handle.archive_path)
@@ -268,6 +273,7 @@ def test_directive_reaches_the_next_generation_and_the_chat_controls_the_run(tmp
     assert control.run_status(archive).status == "finished"
 
 
+@pytest.mark.slow
 def test_approval_mode_interrupts_before_the_experiments_and_resumes_with_the_review(tmp_path: Path) -> None:
     handle = create_run(run_config(parallel=2, generations=2), tmp_path / "runs")
     archive = Archive(handle.archive_path)
@@ -335,6 +341,7 @@ def test_approval_mode_interrupts_before_the_experiments_and_resumes_with_the_re
     assert control.run_status(archive).status == "finished" and pending_plans(archive) is None
 
 
+@pytest.mark.slow
 def test_chat_attaches_to_a_headless_run_in_another_process(tmp_path: Path) -> None:
     released = threading.Event()
 
@@ -398,6 +405,7 @@ def test_chat_attaches_to_a_headless_run_in_another_process(tmp_path: Path) -> N
     assert "generation budget reached (2)" in (handle.run_dir / "run.log").read_text()
 
 
+@pytest.mark.slow
 def test_knowledge_search_answers_cite_their_source(mixed: tuple[RunHandle, Archive], tmp_path: Path) -> None:
     from knowledge import KnowledgeBase
 
@@ -426,6 +434,7 @@ def test_knowledge_search_answers_cite_their_source(mixed: tuple[RunHandle, Arch
     assert f"[S1] ({source})" in turn.text and turn.ungrounded == []
 
 
+@pytest.mark.slow
 def test_chat_repl_works_without_a_model(mixed: tuple[RunHandle, Archive]) -> None:
     handle, archive = mixed
     lines = [

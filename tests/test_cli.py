@@ -72,6 +72,15 @@ def test_eval_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "submission not found" in result.output
     result = runner.invoke(app, ["eval", "vector_add", "--target", "tpu"])
     assert result.exit_code == 2 and "tpu" in result.output
+    helion = tmp_path / "helion_kernel.py"
+    helion.write_text("import torch\nimport helion\nfrom helion import language as hl\nfrom task import input_t\n")
+    result = runner.invoke(app, ["eval", "vector_add", str(helion)])
+    assert result.exit_code == 2 and "imports helion, not installed" in result.output and "torch" not in result.output
+    nameless = tmp_path / "nameless.py"
+    nameless.write_text("def kernel(data):\n    return data[0]\n")
+    result = runner.invoke(app, ["eval", "vector_add", str(nameless)])
+    assert result.exit_code == 2 and "nameless.py defines no custom_kernel(data)" in result.output
+    assert "Traceback" not in result.output
     result = runner.invoke(app, ["eval", "vector_add", "--target", "rocm"])
     assert result.exit_code == 2 and "choose one of cpu, cuda, hip" in result.output and "--target hip" in result.output
 

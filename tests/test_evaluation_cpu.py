@@ -28,6 +28,7 @@ def test_bundled_problems_cover_the_issue() -> None:
             assert flops and flops > 0 and nbytes and nbytes > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CPU_PROBLEMS)
 def test_seed_passes_and_is_timed(name: str) -> None:
     spec = load_problem(name, "cpu")
@@ -47,6 +48,7 @@ def test_seed_passes_and_is_timed(name: str) -> None:
     assert set(verdict.phases) == {"build", "check", "time"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CPU_PROBLEMS)
 @pytest.mark.parametrize("kind", ["wrong_values", "unwritten_output", "wrong_shape"])
 def test_wrong_output_is_rejected_with_a_reason(name: str, kind: str, tmp_path: Path) -> None:
@@ -64,6 +66,7 @@ def test_wrong_output_is_rejected_with_a_reason(name: str, kind: str, tmp_path: 
         assert failed[0].worst_index is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CPU_PROBLEMS)
 def test_exception_is_a_runtime_error(name: str, tmp_path: Path) -> None:
     seed = load_problem(name, "cpu").seed_for("cpu")
@@ -72,6 +75,7 @@ def test_exception_is_a_runtime_error(name: str, tmp_path: Path) -> None:
     assert "candidate gave up" in verdict.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CPU_PROBLEMS)
 def test_segfault_is_a_crash(name: str, tmp_path: Path) -> None:
     seed = load_problem(name, "cpu").seed_for("cpu")
@@ -80,6 +84,7 @@ def test_segfault_is_a_crash(name: str, tmp_path: Path) -> None:
     assert "SIGSEGV" in verdict.message and "check" in verdict.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CPU_PROBLEMS)
 def test_hang_is_killed_at_the_phase_limit(name: str, tmp_path: Path) -> None:
     seed = load_problem(name, "cpu").seed_for("cpu")
@@ -90,6 +95,7 @@ def test_hang_is_killed_at_the_phase_limit(name: str, tmp_path: Path) -> None:
     assert verdict.wall_seconds < 60
 
 
+@pytest.mark.slow
 def test_build_error_carries_diagnostics(tmp_path: Path) -> None:
     verdict = evaluate("vector_add", write_build_error(tmp_path), CHECK)
     assert verdict.status == Status.build_error
@@ -100,6 +106,7 @@ def test_build_error_carries_diagnostics(tmp_path: Path) -> None:
     assert "undefined_name" in verdict.build.records[0].log
 
 
+@pytest.mark.slow
 def test_a_good_candidate_after_a_crash_gets_a_correct_verdict(tmp_path: Path) -> None:
     seed = load_problem("vector_add", "cpu").seed_for("cpu")
     assert evaluate("vector_add", write_broken(tmp_path, seed, "segfault"), CHECK).status == Status.crash

@@ -102,6 +102,7 @@ def test_llm_settings_from_file_flags_and_environment(tmp_path: Path, monkeypatc
         load_llm_settings(path)
 
 
+@pytest.mark.slow
 def test_a_run_is_executed_by_one_process_at_a_time(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -16,6 +16,8 @@ from graph.runs import build_context, create_run, execute
 from tests import scientist_script as script
 from tests.openai_server import FakeOpenAIServer, Reply, rate_limited, server_error, tool_call
 
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
+
 SECRET = "sk-test-0123456789abcdef-do-not-leak"
 
 

@@ -9,8 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from graph.archive import Archive
 from tests.scientist_script import FIXTURES
+
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
 
 TUNABLE_SEED = FIXTURES / "softmax_tunable.py"
 CLI = [sys.executable, "-c", "from graph.cli import app; app()"]

@@ -14,6 +14,8 @@ from graph.export import export_kernel
 from graph.runs import build_context, create_run, execute
 from tests.scientist_script import FAST_SOFTMAX, SLOW_SOFTMAX, coder_writing, scientist_models
 
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
+
 SCRIPTED = LLMSettings(default=LLMConfig(model="scripted", max_retries=0))
 
 

@@ -26,18 +26,21 @@ def _options(target: str, mode: str, **extra) -> EvalOptions:
     )
 
 
+@pytest.mark.slow
 def test_unbounded_memory_is_stopped_at_the_limit() -> None:
     verdict = evaluate("vector_add", ADV / "unbounded_memory.py", _options("cpu", "check", memory_limit_mb=1500))
     assert verdict.status == Status.resource_limit, verdict.message
     assert "1500 MB limit" in verdict.message and "check" in verdict.message
 
 
+@pytest.mark.slow
 def test_a_good_candidate_after_a_memory_hog() -> None:
     evaluate("vector_add", ADV / "unbounded_memory.py", _options("cpu", "check", memory_limit_mb=1500))
     seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
     assert evaluate("vector_add", seed, _options("cpu", "check")).status == Status.ok
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (isolation.probe().available or network_isolation()), reason="no network namespace here")
 def test_candidate_has_no_network(tmp_path: Path) -> None:
     server = socket.socket()
@@ -61,6 +64,7 @@ def test_candidate_has_no_network(tmp_path: Path) -> None:
     assert any(f.rule == "module-socket" for f in verdict.integrity.findings)
 
 
+@pytest.mark.slow
 def test_verdict_states_the_protections_in_force() -> None:
     seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
     verdict = evaluate("vector_add", seed, _options("cpu", "check", memory_limit_mb=4096, open_files=512))
@@ -90,6 +94,7 @@ def test_static_scan_is_advice_with_reasons() -> None:
 # -- on the GPU -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "problem, name, mode, statuses, words",
@@ -107,6 +112,7 @@ def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: se
     assert words in detail, detail
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["legit_cuda_persistent", "legit_cuda_side_stream_joined"])
 def test_clever_but_legitimate_gpu_kernels_pass(name: str) -> None:
@@ -114,6 +120,7 @@ def test_clever_but_legitimate_gpu_kernels_pass(name: str) -> None:
     assert verdict.status == Status.ok, (verdict.message, verdict.errors)
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_result_faster_than_light_is_rejected(tmp_path: Path) -> None:
     shutil.copy(ROOT / "problems" / "utils.py", tmp_path / "utils.py")

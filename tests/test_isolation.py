@@ -15,6 +15,7 @@ from sandbox.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
 
+@pytest.mark.slow
 def test_candidate_sees_no_secrets_and_runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-should-not-leak")
     monkeypatch.setenv("HF_TOKEN", "hf-should-not-leak")
@@ -41,6 +42,7 @@ def test_scrubbed_env_keeps_what_builds_need(monkeypatch: pytest.MonkeyPatch) ->
     assert "GITHUB_TOKEN" not in env and env["PYTHONPATH"] == str(ROOT)
 
 
+@pytest.mark.slow
 def test_worker_side_needs_only_torch_stdlib_and_yaml() -> None:
     # Block the orchestrator-side libraries, then import every worker module.
     script = """

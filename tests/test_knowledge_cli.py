@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from knowledge.cli import kb_app
 
+pytestmark = pytest.mark.slow  # loads the embedding model
+
 runner = CliRunner()
 
 
@@ -41,6 +43,8 @@ def test_ingest_then_unchanged(docs: Path, store: Path) -> None:
     code, out = invoke("ingest", str(docs), "--store", str(store))
     assert code == 0, out
     assert "2 added, 0 updated, 0 unchanged, 0 failed" in out
+    # Not on a terminal, so no progress bar: a line per file as it is done.
+    assert f"1/2 added {docs / 'mfma.md'}" in out and f"2/2 added {docs / 'tma.md'}" in out
     code, out = invoke("ingest", str(docs), "--store", str(store), "--json")
     assert code == 0
     report = json.loads(out)

@@ -56,6 +56,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
     return base
 
 
+@pytest.mark.slow
 def test_findings_are_stored_whole_with_stable_ids(kb: KnowledgeBase) -> None:
     memory = kb.findings
     assert memory.count() == 3
@@ -68,6 +69,7 @@ def test_findings_are_stored_whole_with_stable_ids(kb: KnowledgeBase) -> None:
     assert [f.kernel_id for f in memory.history(target="nvidia")] == ["k9"]
 
 
+@pytest.mark.slow
 def test_search_findings_with_filters(kb: KnowledgeBase) -> None:
     hits = kb.search_findings("LDS bank conflicts padding", k=2)
     assert hits[0].finding.kernel_id == "k7"
@@ -80,11 +82,13 @@ def test_search_findings_with_filters(kb: KnowledgeBase) -> None:
     assert kb.search_findings("anything", problem="no_such_problem") == []
 
 
+@pytest.mark.slow
 def test_findings_live_apart_from_literature(kb: KnowledgeBase) -> None:
     hits = kb.search("LDS bank conflicts padding", k=10)
     assert hits and all(h.source.startswith(PREFIX) for h in hits)  # only the primer is literature here
 
 
+@pytest.mark.slow
 def test_research_context_brings_both(kb: KnowledgeBase) -> None:
     context = kb.research_context(
         "avoid LDS bank conflicts in an fp8 GEMM on MI300",
@@ -108,6 +112,7 @@ def test_render_states_expected_and_measured() -> None:
     assert "Expected speed-up: 1.05x-1.2x; measured: 1.12x" in FINDINGS[0].render()
 
 
+@pytest.mark.slow
 def test_a_findings_memory_alone(tmp_path: Path) -> None:
     memory = FindingsMemory(tmp_path)
     assert memory.count() == 0 and memory.search("x") == []
@@ -120,6 +125,7 @@ def test_a_findings_memory_alone(tmp_path: Path) -> None:
 # --- primer -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_primer_is_loaded_on_first_use_with_its_targets(kb: KnowledgeBase) -> None:
     names = {p.name for p in primer_files()}
     assert names == {"mi300-cdna3.md", "hopper-h100.md", "gpu-kernel-basics.md"}
@@ -135,6 +141,7 @@ def test_primer_is_loaded_on_first_use_with_its_targets(kb: KnowledgeBase) -> No
     assert top.source == f"{PREFIX}mi300-cdna3.md"
 
 
+@pytest.mark.slow
 def test_primer_is_not_reloaded_and_a_removed_file_stays_removed(kb: KnowledgeBase) -> None:
     assert ensure_primer(kb) is False
     assert kb.remove(f"{PREFIX}gpu-kernel-basics.md") == [f"{PREFIX}gpu-kernel-basics.md"]

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 GUARD = r"""
@@ -92,6 +94,7 @@ def _run(script: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_whole_flow_attempts_no_connection(tmp_path: Path) -> None:
     doc = tmp_path / "lds.md"
     doc.write_text(

@@ -11,6 +11,8 @@ from knowledge import KnowledgeBase
 from knowledge.base import chunk_id
 from tests.test_knowledge_loaders import make_pdf
 
+pytestmark = pytest.mark.slow  # loads the embedding model
+
 AMD_MD = """# MFMA on MI300
 
 How to keep matrix cores busy on AMD CDNA3 GPUs with ROCm.

@@ -24,6 +24,8 @@ from tests.openai_server import (
     tool_call,
 )
 
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
+
 KEY_ENV = "KS_TEST_LLM_KEY"
 SECRET = "sk-test-0123456789-TOPSECRET"
 

@@ -32,6 +32,7 @@ def _fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
+@pytest.mark.slow
 def test_cpp_library_takes_tensors_ints_and_floats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_cache(tmp_path, monkeypatch)
     lib = native.load_cpp(ADD, name="scale")
@@ -44,6 +45,7 @@ def test_cpp_library_takes_tensors_ints_and_floats(tmp_path: Path, monkeypatch: 
         lib.scale("text", 1, 1.0)
 
 
+@pytest.mark.slow
 def test_second_build_of_same_source_is_a_cache_hit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_cache(tmp_path, monkeypatch)
     native.load_cpp(ADD, name="scale")
@@ -54,6 +56,7 @@ def test_second_build_of_same_source_is_a_cache_hit(tmp_path: Path, monkeypatch:
     assert second["seconds"] < first["seconds"]
 
 
+@pytest.mark.slow
 def test_key_changes_with_source_and_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_cache(tmp_path, monkeypatch)
     native.load_cpp(ADD, name="scale")
@@ -64,6 +67,7 @@ def test_key_changes_with_source_and_flags(tmp_path: Path, monkeypatch: pytest.M
     assert not any(r["cached"] for r in native.BUILD_RECORDS[-3:])
 
 
+@pytest.mark.slow
 def test_cache_is_shared_across_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = _fresh_cache(tmp_path, monkeypatch)
     script = (
@@ -78,6 +82,7 @@ def test_cache_is_shared_across_processes(tmp_path: Path, monkeypatch: pytest.Mo
     assert [json.loads(r.stdout) for r in runs] == [False, True]
 
 
+@pytest.mark.slow
 def test_failed_build_is_cached_with_its_diagnostics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_cache(tmp_path, monkeypatch)
     source = 'extern "C" void f() {\n  int x = ;\n}\n'
@@ -90,6 +95,7 @@ def test_failed_build_is_cached_with_its_diagnostics(tmp_path: Path, monkeypatch
     assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, True]
 
 
+@pytest.mark.slow
 def test_parallel_builders_of_one_key_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = _fresh_cache(tmp_path, monkeypatch)
     script = (
@@ -118,6 +124,7 @@ def test_diagnostics_parse_gcc_and_nvcc_styles() -> None:
     assert diags[1].column == 5 and diags[0].column is None
 
 
+@pytest.mark.slow
 def test_evaluation_reports_cache_hits(tmp_path: Path) -> None:
     seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
     options = EvalOptions(target="cpu", mode="check")
@@ -127,6 +134,7 @@ def test_evaluation_reports_cache_hits(tmp_path: Path) -> None:
     assert again.build.records and again.build.cached
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_source_compiles_for_hopper_without_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_cache(tmp_path, monkeypatch)

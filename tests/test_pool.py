@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sandbox.evaluator import EvalOptions, evaluate, shutdown_standby_workers
 from sandbox.judge import isolation
 from sandbox.pool import EvaluationPool
 from sandbox.verdict import Status
 from tests.candidates import write_build_error, write_spy
+
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"

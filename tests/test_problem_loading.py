@@ -77,6 +77,7 @@ def test_gpumode_directory_loads_as_is(tmp_path: Path) -> None:
     assert spec.seeds == {"cuda": task / "submission.py"}
 
 
+@pytest.mark.slow
 def test_gpumode_problem_own_check_decides(tmp_path: Path) -> None:
     task = _foreign_problem(tmp_path)
     good = evaluate(task, task / "submission.py", EvalOptions(target="cpu", timing={"budget_s": 0.1}))
@@ -90,6 +91,7 @@ def test_gpumode_problem_own_check_decides(tmp_path: Path) -> None:
     assert "mismatch at" in verdict.tests[0].message and "worst element" in verdict.tests[0].message
 
 
+@pytest.mark.slow
 def test_kernelbench_file_loads_and_evaluates() -> None:
     problem = FIXTURES / "kernelbench" / "linear_relu.py"
     spec = load_problem(problem)
@@ -103,6 +105,7 @@ def test_kernelbench_file_loads_and_evaluates() -> None:
     assert "worst element" in wrong.tests[0].message
 
 
+@pytest.mark.slow
 def test_kernelbench_candidate_without_modelnew(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("class Model:\n    pass\n")
@@ -128,12 +131,49 @@ def test_bad_problem_directories_are_named(tmp_path: Path, setup, message: str) 
         load_gpumode(tmp_path)
 
 
+@pytest.mark.slow
 def test_missing_reference_function_is_reported(tmp_path: Path) -> None:
     task = _foreign_problem(tmp_path)
     (task / "reference.py").write_text("def generate_input(n, seed):\n    return None\n")
     verdict = evaluate(task, task / "submission.py", CHECK)
     assert verdict.status == Status.harness_error
     assert "ref_kernel" in verdict.message
+
+
+def test_layouts_of_the_current_reference_kernels_repository(tmp_path: Path) -> None:
+    """utils.py named in task.yml's `files:` (the linalg problems); a problem whose own eval.py
+    replaces task.py; distributed problems; references that make CUDA tensors, on the CPU target."""
+    task = _foreign_problem(tmp_path)
+    shared = tmp_path / "elsewhere"
+    shared.mkdir()
+    (tmp_path / "utils.py").rename(shared / "utils.py")
+    yml = task / "task.yml"
+    yml.write_text(yml.read_text().replace(
+        'files:\n', 'files:\n  - {"name": "utils.py", "source": "../elsewhere/utils.py"}\n'
+    ))  # fmt: skip
+    assert load_problem(task).utils_path == shared / "utils.py"
+
+    (task / "task.py").unlink()
+    (task / "eval.py").write_text("")
+    with pytest.raises(ProblemError, match="no task.py and its own eval.py defines"):
+        load_problem(task)
+    (task / "task.py").write_text("")
+
+    reference = (task / "reference.py").read_text()
+    (task / "reference.py").write_text(reference.replace("def generate_input(n: int, seed: int)", "def generate_input(rank, world_size, n, seed)"))
+    with pytest.raises(ProblemError, match="distributed problem .* needs several GPUs"):
+        load_problem(task, "cuda")
+
+    (task / "reference.py").write_text(reference.replace("torch.Generator()", 'torch.Generator(device="cuda")'))
+    with pytest.raises(ProblemError, match="needs --target cuda .* or --target hip"):
+        load_problem(task, "cpu")
+    assert load_problem(task, "cuda").name == "scale"
+
+
+def test_kernelbench_shapes_are_told_apart_by_their_seed() -> None:
+    spec = load_problem(FIXTURES / "kernelbench" / "linear_relu.py")
+    labels = [spec.shape_label(t) for t in spec.tests]
+    assert labels == ["seed=42", "seed=1234", "seed=7"]
 
 
 def test_unknown_problem_lists_bundled_ones() -> None:

@@ -233,6 +233,7 @@ EXITING_WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profiled_worker", [True, False])
 def test_a_profiled_worker_exits_through_the_c_library(tmp_path: Path, profiled_worker: bool) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))

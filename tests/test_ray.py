@@ -22,6 +22,8 @@ from sandbox.problem import load_problem  # noqa: E402
 from sandbox.ray_pool import CPU_SLOT, RayEvaluationPool, connect  # noqa: E402
 from tests.scientist_script import FAST_SOFTMAX, FIXTURES  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
+
 
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory: pytest.TempPathFactory):

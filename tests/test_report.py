@@ -24,6 +24,8 @@ from graph.run_data import baselines, num
 from graph.runs import RunHandle, build_context, create_run, execute
 from tests.chat_script import BROKEN_SOURCE, mixed_run, run_config
 
+pytestmark = pytest.mark.slow  # every test here starts runs, workers or a server
+
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 FIGURES = {"leaderboard", "progress", "shapes", "lineage", "spend"}
 runner = CliRunner()

@@ -166,6 +166,7 @@ def test_profiles_by_arch_and_name() -> None:
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("problem", ["vector_add", "matmul_bf16", "fp8_blockscale_gemm"])
 def test_cuda_seed_report(problem: str) -> None:
@@ -181,6 +182,7 @@ def test_cuda_seed_report(problem: str) -> None:
     assert any(op.startswith("STG.") for op in k.opcodes)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_cuda_wgmma_and_errors() -> None:
     source = r"""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from sandbox.verdict import Status, Verdict
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_verdict_json_round_trip_and_schema() -> None:
     seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
     verdict = evaluate("vector_add", seed, EvalOptions(target="cpu", timing={"budget_s": 0.1}))
@@ -102,3 +105,14 @@ def test_comparison_of_structure() -> None:
     assert "wrong dtype" in compare_outputs(torch.ones(3, dtype=torch.float64), torch.ones(3), 0, 0).message
     assert "expected a tensor" in compare_outputs(None, torch.ones(3), 0, 0).message
     assert compare_outputs(torch.ones(3) * 1.0001, torch.ones(3), 1e-3, 0).passed
+
+
+def test_recorded_compiler_versions_are_version_lines() -> None:
+    """g++ prints its licence last and nvcc its build id: the verdict keeps the line with the version."""
+    from sandbox.envinfo import _version_line
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ here")
+    line = _version_line(["g++", "--version"])
+    assert line is not None and line.startswith("g++") and re.search(r"\d+\.\d+", line), line
+    assert _version_line(["no-such-compiler-here", "--version"]) is None
