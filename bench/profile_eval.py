@@ -39,10 +39,13 @@ def main() -> None:
     steps = {
         "python -c pass": _seconds([py, "-c", "pass"]),
         "import torch": _seconds([py, "-c", "import torch"]),
-        "import torch + CUDA context": _seconds([py, "-c", "import torch; torch.empty(1, device='cuda')"]),
-        "nvidia-smi query": _seconds(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]),
-        "nvcc --version": _seconds(["nvcc", "--version"]),
     }
+    if args.target != "cpu":
+        steps |= {
+            "import torch + CUDA context": _seconds([py, "-c", "import torch; torch.empty(1, device='cuda')"]),
+            "nvidia-smi query": _seconds(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]),
+            "nvcc --version": _seconds(["nvcc", "--version"]),
+        }
     for name, secs in steps.items():
         print(f"{name:32s} {secs:6.2f} s")
 
@@ -66,7 +69,7 @@ def main() -> None:
     profiler.disable()
     print(f"judge: {time.perf_counter() - started:.2f} s, status {result['status']}, phases {result['phases']}")
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
     print(out.getvalue()[-9000:])
 
 

@@ -7,6 +7,7 @@ import platform
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 _VERSION = re.compile(r"\d+\.\d+")
@@ -68,3 +69,42 @@ def collect(device: str) -> dict[str, Any]:
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={gpu_id}"]
             )
     return info
+
+
+def host_state(device: str) -> dict[str, Any]:
+    """How busy the host is right now, for a timing's context: load averages, runnable threads
+    against the cores (more runnable work than cores means timed calls waited for a core), the
+    cores' current clock; on an NVIDIA GPU its clocks, temperature and the processes on it."""
+    state: dict[str, Any] = {"cores": os.cpu_count()}
+    try:
+        one, five, _fifteen, running, _ = Path("/proc/loadavg").read_text().split(None, 4)
+        state.update(load_1m=float(one), load_5m=float(five), runnable=int(running.split("/")[0]))
+    except (OSError, ValueError):
+        pass
+    try:
+        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
+               if line.startswith("cpu MHz")]
+        if mhz:
+            state["cpu_mhz"] = round(sum(mhz) / len(mhz))
+    except (OSError, ValueError, IndexError):
+        pass
+    if device.startswith("cuda") and shutil.which("nvidia-smi"):
+        state.update(_nvidia_state())
+    state["contended"] = bool(state.get("runnable", 0) > (state["cores"] or 1) or
+                              state.get("load_1m", 0.0) > 1.5 * (state["cores"] or 1))
+    return state
+
+
+def _nvidia_state() -> dict[str, Any]:
+    query = "clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu,clocks_throttle_reasons.active"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=5).stdout.strip().split(", ")
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, timeout=5).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if len(out) != 5:
+        return {}
+    return {"gpu_sm_mhz": out[0], "gpu_sm_max_mhz": out[1], "gpu_temp_c": out[2], "gpu_util_pct": out[3],
+            "gpu_throttle": out[4], "gpu_processes": len(apps)}

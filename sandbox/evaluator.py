@@ -93,6 +93,9 @@ class EvalOptions:
     # Timed inputs built in the runner from two sets it holds (True), or written by the judge for every
     # call (False); None: the runner builds them on GPUs, the judge on the CPU (sandbox/judge/checks.py).
     resident_inputs: bool | None = None
+    # A base kernel to time side by side with the submission (full mode): the verdict's benchmarks then
+    # carry the paired speed-up base/submission with its interval (sandbox/judge/timed.py's run_paired).
+    paired_with: str | None = None
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -236,6 +239,7 @@ def evaluate(
         "threads": options.threads,
         "limits": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
         "resident_inputs": options.resident_inputs,
+        "paired_with": str(Path(options.paired_with).resolve()) if options.paired_with else None,
     }
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,26 +29,89 @@ def num(value: float | None) -> str:
     return f"{value:.6f}".rstrip("0")
 
 
-def geomean(values: list[float | None]) -> float | None:
+def geomean(values: Sequence[float | None]) -> float | None:
     positive = [v for v in values if v and v > 0]
     if not positive:
         return None
     return math.exp(sum(math.log(v) for v in positive) / len(positive))
 
 
+# Confidence of every interval the project reports, and the normal quantile that goes with it.
+CONFIDENCE = 0.95
+_Z = 1.959964
+# A paired ratio within this much of 1 is no difference worth a lesson, even when its interval is tight.
+NOISE_FLOOR = 0.01
+
+
+def median_interval(samples: list[float]) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median: the order statistics whose ranks the binomial
+    (normal approximation) puts around the middle. No resampling, so the same samples always give
+    the same interval; with fewer than 6 samples it is the whole range."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n < 6:
+        return ordered[0], ordered[-1]
+    half = _Z * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half))
+    hi = min(n - 1, math.ceil(n / 2 + half) - 1)
+    return ordered[lo], ordered[hi]
+
+
+def geomean_interval(medians: list[float], intervals: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """An interval of the geometric mean of per-shape medians: each shape's interval, as a spread in
+    log space, combined as independent errors of a mean of logs."""
+    if not medians or len(medians) != len(intervals) or any(m <= 0 or lo <= 0 for m, (lo, _) in zip(medians, intervals, strict=True)):
+        return None
+    logs = [math.log(m) for m in medians]
+    spreads = [(math.log(hi) - math.log(lo)) / (2 * _Z) for lo, hi in intervals]
+    centre = sum(logs) / len(logs)
+    half = _Z * math.sqrt(sum(s * s for s in spreads)) / len(logs)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def paired_summary(ratios: list[float]) -> dict[str, Any]:
+    """A paired speed-up (base time / candidate time per round): its median, interval, and what it means."""
+    finite = [r for r in ratios if math.isfinite(r) and r > 0]
+    if not finite:
+        return {"ratio": None, "ratio_ci": None, "ratios": len(ratios), "difference": "not measured"}
+    lo, hi = median_interval(finite)
+    return {"ratio": statistics.median(finite), "ratio_ci": [lo, hi], "ratios": len(finite),
+            "difference": difference(lo, hi)}
+
+
+def difference(lo: float, hi: float) -> str:
+    """What a speed-up interval says: faster, slower, or no measurable difference."""
+    if lo > 1 + NOISE_FLOOR:
+        return "faster"
+    if hi < 1 / (1 + NOISE_FLOOR):
+        return "slower"
+    return "no measurable difference"
+
+
 def summarise_benchmarks(benchmarks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Geomean time, the reference's geomean, the speed-up and % of speed of light."""
+    """Geomean time with its interval, the reference's geomean, the speed-up, % of speed of light,
+    and (when the shapes were timed side by side with a base) the geomean paired speed-up."""
     medians = [b["median_us"] for b in benchmarks]
     refs = [b.get("reference_median_us") for b in benchmarks]
     sols = [b.get("pct_sol") for b in benchmarks]
     geo = geomean(medians)
     ref_geo = geomean(refs) if refs and all(refs) else None
-    return {
+    cis = [(c[0], c[1]) for b in benchmarks if (c := b.get("ci_us"))]
+    geo_ci = geomean_interval(medians, cis) if len(cis) == len(medians) else None
+    summary: dict[str, Any] = {
         "geomean_us": geo,
+        "geomean_ci_us": list(geo_ci) if geo_ci else None,
         "reference_geomean_us": ref_geo,
         "speedup": ref_geo / geo if ref_geo and geo else None,
         "pct_sol_geomean": geomean(sols) if sols and all(sols) else None,
     }
+    paired = [p for b in benchmarks if (p := b.get("paired")) and p.get("ratio")]
+    if paired and len(paired) == len(benchmarks):
+        ratios = [float(p["ratio"]) for p in paired]
+        ci = geomean_interval(ratios, [(p["ratio_ci"][0], p["ratio_ci"][1]) for p in paired])
+        summary["paired"] = {"ratio": geomean(ratios), "ratio_ci": list(ci) if ci else None,
+                             "difference": difference(*ci) if ci else "not measured"}
+    return summary
 
 
 @dataclass
@@ -61,6 +125,7 @@ class TimingStats:
     max_us: float
     p25_us: float
     p75_us: float
+    ci_us: tuple[float, float] = (0.0, 0.0)  # 95% interval of the median (`median_interval`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,4 +147,5 @@ def summarise(samples_us: list[float]) -> TimingStats:
         max_us=ordered[-1],
         p25_us=quartiles[0],
         p75_us=quartiles[2],
+        ci_us=median_interval(ordered),
     )

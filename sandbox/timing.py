@@ -101,6 +101,21 @@ class Timer:
         if self.cuda:
             _synchronize(self.device)
 
+    def once(self, fn: Callable[[Any], Any], args: Any) -> float:
+        """One call of fn(args) in microseconds (device events after an L2 flush on a GPU): a paired
+        round's reference call, warm already from the rounds before."""
+        if not self.cuda:
+            t0 = _perf_counter_ns()
+            fn(args)
+            return (_perf_counter_ns() - t0) / 1e3
+        self.flush_l2()
+        begin, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(begin)
+        fn(args)
+        _record(end)
+        _synchronize(self.device)
+        return float(begin.elapsed_time(end)) * 1e3
+
     def run(
         self,
         fn: Callable[[Any], Any],

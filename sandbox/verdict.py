@@ -81,6 +81,25 @@ class IntegrityInfo(BaseModel):
     protections: dict[str, Any] = Field(default_factory=dict)
 
 
+class PairedShape(BaseModel):
+    base_median_us: float | None = None
+    base_ci_us: tuple[float, float] | None = None
+    ratio: float | None = None  # base time / candidate time: above 1, the candidate is faster
+    ratio_ci: tuple[float, float] | None = None
+    ratios: int = 0  # rounds in which both were timed
+    difference: str = "not measured"  # faster, slower, no measurable difference
+    reference_median_us: float | None = None  # the reference, timed in the same rounds
+    rounds: int = 0
+    error: str | None = None  # why the base could not be measured (the candidate's verdict stands)
+
+
+class PairedSummary(BaseModel):
+    ratio: float | None = None
+    ratio_ci: tuple[float, float] | None = None
+    difference: str = "not measured"
+    base: str | None = None  # the base kernel's file and sha256
+
+
 class BenchmarkResult(BaseModel):
     params: dict[str, Any]
     shape: str
@@ -93,6 +112,8 @@ class BenchmarkResult(BaseModel):
     max_us: float
     p25_us: float
     p75_us: float
+    # 95% interval of the median (sandbox/summary.py's median_interval); absent in verdicts older than it.
+    ci_us: tuple[float, float] | None = None
     reference_median_us: float | None = None
     speedup: float | None = None
     flops: float | None = None
@@ -107,13 +128,18 @@ class BenchmarkResult(BaseModel):
     judge: dict[str, Any] | None = None
     # Where a profiler timed the calls (sandbox/profiled.py): its tool and the events' figures.
     profiler: dict[str, Any] | None = None
+    # Timed side by side with a base kernel (sandbox/judge/timed.py's run_paired): the base's median,
+    # the speed-up base/candidate with its interval, and what it means.
+    paired: PairedShape | None = None
 
 
 class Summary(BaseModel):
     geomean_us: float | None = None
+    geomean_ci_us: tuple[float, float] | None = None
     reference_geomean_us: float | None = None
     speedup: float | None = None
     pct_sol_geomean: float | None = None
+    paired: PairedSummary | None = None
 
 
 class ProblemInfo(BaseModel):
@@ -145,6 +171,9 @@ class Verdict(BaseModel):
     errors: list[str] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
+    # The host while the calls were timed (sandbox/envinfo.py's host_state, before and after), and
+    # whether it was contended: more runnable work than cores, a GPU throttling or shared.
+    host: dict[str, Any] | None = None
     target_profile: dict[str, Any] | None = None
     static: dict[str, Any] | None = None  # registers, shared memory, spills, occupancy, instruction counts
     timing_method: dict[str, Any] | None = None

@@ -157,22 +157,22 @@ def test_the_digest_commits_to_every_bit() -> None:
 
 
 TORCH = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"
-SAMPLES = f"""
-    7f01 _ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll ({TORCH})
-    7f02 _ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll (/tmp/copy/libtorch_cpu.so)
-    7f03 softmax_rows (/cache/build/abc/lib.so)
-    7f04 mkl_blas_def_sgemm_kernel_0_zen ({TORCH})
-    7f05 sgemm_tile (/cache/build/def/lib.so)
-    7f06 [unknown] (/usr/lib/libgomp.so.1)
-"""
+SAMPLES = [
+    (TORCH, "_ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll"),
+    ("/tmp/copy/libtorch_cpu.so", "_ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll"),
+    ("/cache/build/abc/lib.so", "softmax_rows"),
+    (TORCH, "mkl_blas_def_sgemm_kernel_0_zen"),
+    ("/cache/build/def/lib.so", "sgemm_tile"),
+    ("/usr/lib/libgomp.so.1", None),
+]
 
 
 def test_library_samples_count_torch_and_blas_but_not_the_candidates_own_code() -> None:
     watch = libwatch.LibraryWatch(Path("/nowhere"), own_code=["/cache/build"])
-    softmax = watch._tally(SAMPLES, libwatch.patterns_for(["softmax", "_softmax"], []))
+    softmax = watch.classify(SAMPLES, libwatch.patterns_for(["softmax", "_softmax"], []))
     assert softmax.samples == 6
     assert sum(softmax.forbidden.values()) == 2  # torch's, and torch's copied under /tmp; not softmax_rows
-    gemm = watch._tally(SAMPLES, libwatch.patterns_for(["mm"], ["(?i)gemm"]))
+    gemm = watch.classify(SAMPLES, libwatch.patterns_for(["mm"], ["(?i)gemm"]))
     assert [sym for (_, sym) in gemm.forbidden] == ["mkl_blas_def_sgemm_kernel_0_zen"]  # not the own sgemm_tile
 
 

@@ -59,6 +59,7 @@ CHEATS = [
     ("nolook", "softmax", "rt_nolook_timing_gap", "full", CAUGHT, None),
     ("nolook", "softmax", "rt_nolook_big_shapes", "full", CAUGHT, None),
     ("nolook", "vector_add", "mutate_inputs", "check", {Status.rejected}, "input-mutation"),
+    ("nolook", "vector_add", "rt_nolook_mutate_when_timed", "full", {Status.rejected}, "input-mutation"),
     # 4. remembering answers: every timed call gets contents no earlier call had
     ("memo", "softmax", "rt_memo_pointer", "full", CAUGHT, None),
     ("memo", "softmax", "rt_memo_sampled", "full", CAUGHT, None),
@@ -184,3 +185,16 @@ def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     assert not [p for p in cache.rglob("*") if "ks_rt_persist" in p.name]
     honest = _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")
     assert honest.status == Status.ok, _detail(honest)
+
+
+@pytest.mark.parametrize("name, status", [("rt_nolook_mutate_when_timed", Status.rejected),
+                                          ("problems/vector_add/seeds/cpu.py", Status.ok)])
+def test_inputs_built_by_the_runner_come_back_with_checked_outputs(name: str, status: Status) -> None:
+    """The GPU's way of feeding timed calls (the runner blends each call's inputs from two sets it
+    holds), run on the CPU: a kernel that marks its inputs during timed calls is still caught."""
+    path = ADV / f"{name}.py" if "/" not in name else ROOT / name
+    verdict = evaluate("vector_add", path, EvalOptions(target="cpu", timing=FAST, resident_inputs=True,
+                                                       limits=PhaseLimits(build=300, check=120, time=120)))
+    assert verdict.status is status, _detail(verdict)
+    if status is Status.rejected:
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "input-mutation"

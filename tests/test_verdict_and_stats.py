@@ -116,3 +116,60 @@ def test_recorded_compiler_versions_are_version_lines() -> None:
     line = _version_line(["g++", "--version"])
     assert line is not None and line.startswith("g++") and re.search(r"\d+\.\d+", line), line
     assert _version_line(["no-such-compiler-here", "--version"]) is None
+
+
+# -- intervals and paired speed-ups (sandbox/summary.py) -------------------------------------------
+
+
+def test_median_interval_holds_the_true_median_about_95_percent_of_the_time() -> None:
+    import random
+
+    from sandbox.summary import median_interval
+
+    rng = random.Random(7)
+    trials, hits = 2000, 0
+    for _ in range(trials):
+        samples = [rng.lognormvariate(0.0, 0.3) for _ in range(30)]  # true median 1.0
+        lo, hi = median_interval(samples)
+        hits += lo <= 1.0 <= hi
+    assert 0.93 <= hits / trials <= 0.995
+
+
+def test_median_interval_of_few_samples_is_their_range() -> None:
+    from sandbox.summary import median_interval
+
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)
+
+
+def test_a_paired_ratio_says_faster_only_when_its_interval_clears_the_noise() -> None:
+    from sandbox.summary import paired_summary
+
+    clear = paired_summary([1.20, 1.22, 1.19, 1.21, 1.25, 1.18, 1.2, 1.23, 1.21, 1.2])
+    assert clear["difference"] == "faster" and clear["ratio_ci"][0] > 1.01
+    slower = paired_summary([0.8, 0.82, 0.79, 0.81, 0.8, 0.83, 0.78, 0.8])
+    assert slower["difference"] == "slower"
+    noisy = paired_summary([0.7, 1.4, 0.9, 1.3, 1.1, 0.8, 1.2, 1.0])
+    assert noisy["difference"] == "no measurable difference"
+    tight_but_tiny = paired_summary([1.005] * 12)  # real, but under the noise floor
+    assert tight_but_tiny["difference"] == "no measurable difference"
+
+
+def test_geomean_interval_narrows_with_more_shapes_and_contains_the_geomean() -> None:
+    from sandbox.summary import geomean, geomean_interval
+
+    one = geomean_interval([100.0], [(90.0, 110.0)])
+    four = geomean_interval([100.0, 200.0, 50.0, 400.0], [(90.0, 110.0), (180.0, 220.0), (45.0, 55.0), (360.0, 440.0)])
+    assert one is not None and four is not None
+    assert four[0] < geomean([100.0, 200.0, 50.0, 400.0]) < four[1]  # type: ignore[operator]
+    assert four[1] / four[0] < one[1] / one[0]
+    assert geomean_interval([100.0], [(0.0, 110.0)]) is None  # a zero cannot be in a geometric mean
+
+
+def test_summary_carries_the_geomean_interval_and_the_paired_speedup() -> None:
+    from sandbox.summary import summarise_benchmarks
+
+    shape = {"median_us": 100.0, "ci_us": [95.0, 105.0],
+             "paired": {"ratio": 1.5, "ratio_ci": [1.4, 1.6], "difference": "faster"}}
+    summary = summarise_benchmarks([shape, dict(shape, median_us=200.0, ci_us=[190.0, 210.0])])
+    assert summary["geomean_ci_us"][0] < summary["geomean_us"] < summary["geomean_ci_us"][1]
+    assert summary["paired"]["difference"] == "faster" and summary["paired"]["ratio"] == 1.5

@@ -66,8 +66,9 @@ class Judge:
     threads: int | None = None
     calls: int = 0
     # Timed inputs built by the runner from two sets it holds (the GPU's way: nothing crosses the bus
-    # per call), rather than written into the arena by the judge (the CPU's way: inputs are checked
-    # after every call). None: by the device.
+    # per call; a checked call's inputs come back with its output), or written into the arena by the
+    # judge (the CPU's way: the runner's round trip holds the calls and nothing else, so its clock
+    # bounds them tightly even while a kernel's own threads compete for two cores). None: by the device.
     resident_inputs: bool | None = None
 
     def __post_init__(self) -> None:
@@ -150,12 +151,21 @@ class Judge:
         self.arena = Arena.create(max(size, 2 * (self.arena.size if self.arena else 0)))
         self.session.setup(self.arena, self.device, self.threads, problem_dir(self.problem), self.deadline)
 
-    def inputs_unchanged(self, tree: Any, pristine: Any, buffers: list[str]) -> None:
-        """Every input the call was given must still hold what the judge wrote (outputs excluded)."""
-        if self.device != "cpu":
+    def inputs_unchanged(self, tree: Any, pristine: Any, buffers: list[str], force: bool = False) -> None:
+        """Every input the call was given must still hold what the judge wrote (outputs excluded).
+
+        The tree describes inputs in the arena: those the judge wrote there (CPU), or, with `force`,
+        those a runner handed back from its own memory after the call."""
+        if self.device != "cpu" and not force:
             return  # a GPU runner works on its own device copies; what it does to them stays there
         assert self.arena is not None
-        given = decode(tree, self.arena.view)
+        arena = self.arena
+        try:
+            given = decode(tree, lambda spec: arena.view(spec).to(self.device) if force else arena.view(spec))
+        except ValueError as exc:
+            raise IntegrityViolation("protocol", f"the runner described the inputs impossibly: {exc}") from exc
+        if len(tensors(given)) != len(tensors(pristine)):
+            raise IntegrityViolation("protocol", "the inputs handed back do not have the inputs' structure")
         for (path, now), (_, before) in zip(tensors(given), tensors(pristine), strict=True):
             if path not in buffers and not _equal(now, before):
                 raise IntegrityViolation("input-mutation", f"changed input {path or '#0'}: inputs must be left as they were given")
@@ -190,13 +200,20 @@ class Judge:
 
     # -- phases -----------------------------------------------------------------------------
 
-    def delivered(self, result: Call, index: int, out_bytes: int) -> Any:
-        """The kept output of a call on a recipe, fetched now, checked against the digest it was announced with."""
-        region = {"offset": 0, "capacity": align(out_bytes) + 4096}
+    def delivered(self, result: Call, index: int, out_bytes: int, pristine: Any = None, buffers: list[str] | None = None,
+                  in_bytes: int = 0) -> Any:
+        """The kept output of a call on a recipe, fetched now, checked against the digest it was announced with.
+
+        With `pristine` (the call's inputs as the judge blends them), the inputs the call was given
+        come back too and must still hold those values (outputs excluded)."""
+        region = {"offset": 0, "capacity": align(out_bytes) + (align(in_bytes) + 8192 if pristine is not None else 0) + 4096}
         self._ensure(region["capacity"])
-        tree = self.session.deliver(index, region, self.deadline)
-        if tree is None:
+        answer = self.session.deliver(index, region, self.deadline, inputs=pristine is not None)
+        if answer is None:
             raise IntegrityViolation("output-withheld", "the runner did not hand over the output of a call it had answered")
+        tree, given = answer if pristine is not None else (answer, None)
+        if given is not None:
+            self.inputs_unchanged(given, pristine, buffers or [], force=True)
         output = self.output_of(Call(True, 0.0, 0.0, output=tree))
         if digest([t for _, t in tensors(output)]) != result.digest:
             raise IntegrityViolation(

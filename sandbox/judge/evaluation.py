@@ -54,6 +54,9 @@ class Evaluation:
         self.phase_started = time.perf_counter()
         self.session: RunnerSession | None = None
         self.judge: Judge | None = None
+        # With `paired_with`: the base kernel, in a runner (and a sandbox) of its own, timed beside the candidate.
+        self.base_judge: Judge | None = None
+        self._base_calibrations: dict[str, Any] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -63,8 +66,9 @@ class Evaluation:
             self.result["phases"][self.phase_name] = round(now - self.phase_started, 4)
         self.phase_name, self.phase_started = name, now
         self.result["phases"][name] = 0.0
-        if self.judge is not None:
-            self.judge.deadline = time.monotonic() + float(self.limits.get(name, 300.0))
+        for judge in (self.judge, self.base_judge):
+            if judge is not None:
+                judge.deadline = time.monotonic() + float(self.limits.get(name, 300.0))
         self.events.send(phase=name)
 
     def finish(self, status: str, message: str) -> None:
@@ -101,8 +105,11 @@ class Evaluation:
     def _close(self) -> None:
         if self.session is not None:
             self.session.close()
-        if self.judge is not None and self.judge.arena is not None:
-            self.judge.arena.close()
+        for judge in (self.judge, self.base_judge):
+            if judge is not None and judge is not self.judge:
+                judge.session.close()
+            if judge is not None and judge.arena is not None:
+                judge.arena.close()
 
     def _run(self) -> None:
         from sandbox import integrity
@@ -143,15 +150,16 @@ class Evaluation:
                            resident_inputs=self.request.get("resident_inputs"))
         self.judge.deadline = time.monotonic() + float(self.limits["build"])
         self.judge._ensure(1 << 20)
-        calibrations = {}
-        if self.mode == "full":
-            # Before any candidate code exists in the runner: its no-op path is still the trusted one.
-            for params in problem.benchmarks:
-                shape = timed.prepare(self.judge, params)
-                calibrations[shape.key] = timed.calibrate(self.judge, shape)
-                timed.release(self.judge, shape)
-                del shape
-                _free_device_memory(device)
+        if self.mode == "full" and self.request.get("paired_with"):
+            self.base_judge = Judge(problem=problem, device=device, policy=policy, threads=threads,
+                                    session=self.start_runner(problem_dir(problem), device != "cpu"),
+                                    resident_inputs=self.request.get("resident_inputs"))
+            self.base_judge.deadline = self.judge.deadline
+            self.base_judge._ensure(1 << 20)
+        calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
+        self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
+        if self.base_judge is not None:
+            self._load_base(problem, Path(self.request["paired_with"]))
         self._load(problem, submission)
         watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())])
         if runner.host_pid is not None:
@@ -176,6 +184,8 @@ class Evaluation:
         from sandbox.summary import summarise_benchmarks
 
         self.result["summary"] = summarise_benchmarks(self.result["benchmarks"])
+        if self.result["summary"].get("paired"):
+            self.result["summary"]["paired"]["base"] = str(self.request.get("paired_with"))
         geo = self.result["summary"]["geomean_us"]
         self.finish("ok", f"all {len(problem.tests)} tests passed; geomean {geo:.2f} µs" if geo else "ok")
 
@@ -188,6 +198,27 @@ class Evaluation:
 
             self.result["environment"] = dict(self.environment) or envinfo.collect(device)
         return device
+
+    def _calibrate(self, problem: Any, device: str, judge: Judge) -> dict[str, Any]:
+        """Before any candidate code exists in the runner: its no-op path is still the trusted one."""
+        calibrations = {}
+        for params in problem.benchmarks:
+            shape = timed.prepare(judge, params)
+            calibrations[shape.key] = timed.calibrate(judge, shape)
+            timed.release(judge, shape)
+            del shape
+            _free_device_memory(device)
+        return calibrations
+
+    def _load_base(self, problem: Any, base: Path) -> None:
+        """The base kernel in its own runner; where it cannot load, the candidate is timed alone."""
+        assert self.base_judge is not None
+        reply = self.base_judge.session.load(str(problem.path), problem.kind, base, self.base_judge.deadline)
+        if reply.get("op") != "loaded":
+            self.result["errors"].append(f"the base kernel {base.name} did not load, so nothing was paired: "
+                                         f"{str(reply.get('message', reply))[:500]}")
+            self.base_judge.session.close()
+            self.base_judge = None
 
     def _load(self, problem: Any, submission: Path) -> None:
         assert self.session is not None and self.judge is not None
@@ -242,14 +273,27 @@ class Evaluation:
             self.finish("wrong_output", f"{len(failed)} of {len(cases)} tests failed; first: {failed[0]['shape']}: "
                         f"{failed[0]['message']}")
 
-    def _timed_shape(self, shape: Any, policy: Any, calibration: Any) -> dict[str, Any]:
+    def _timed_shape(self, shape: Any, policy: Any, calibration: Any, base_calibration: Any = None) -> dict[str, Any]:
         assert self.judge is not None
-        judge = self.judge
-        return _retry_once(lambda: timed.run(judge, shape, policy, calibration))
+        judge, base_judge = self.judge, self.base_judge
+        if base_judge is None or base_calibration is None:
+            return _retry_once(lambda: timed.run(judge, shape, policy, calibration))
+        base_shape = timed.Shape(**{**shape.__dict__, "batch": shape.batch})
+        if base_judge.resident_inputs:
+            timed._hand_over(base_judge, base_shape)
+
+        def paired() -> dict[str, Any]:
+            tracks = [timed.Track.start(judge, shape, calibration), timed.Track.start(base_judge, base_shape, base_calibration)]
+            out = timed.run_paired(tracks, policy)
+            return dict(out["candidate"], paired=out["paired"])
+
+        try:
+            return _retry_once(paired)
+        finally:
+            timed.release(base_judge, base_shape)
 
     def _time(self, problem: Any, calibrations: dict[str, Any], device: str) -> None:
         from sandbox import targets
-        from sandbox.integrity import IntegrityViolation
         from sandbox.timing import TimingPolicy
 
         assert self.judge is not None
@@ -258,19 +302,39 @@ class Evaluation:
         profile = targets.cpu_profile() if self.target == "cpu" else _gpu_profile()
         self.result["target_profile"] = profile.to_dict() if profile else None
         margin = self.judge.policy.sol_margin
+        from sandbox.envinfo import host_state
+
+        self.result["host"] = {"before": host_state(device)}
+        try:
+            self._time_shapes(problem, calibrations, device, policy, profile, margin)
+        finally:
+            after = host_state(device)
+            self.result["host"].update(after=after, noisy=bool(after["contended"] or self.result["host"]["before"]["contended"]))
+
+    def _time_shapes(self, problem: Any, calibrations: dict[str, Any], device: str, policy: Any, profile: Any,
+                     margin: float) -> None:
+        from sandbox.integrity import IntegrityViolation
+
+        assert self.judge is not None
         for params in problem.benchmarks:
             label = problem.shape_label(params)
             calibration = calibrations[label]
             shape = timed.prepare(self.judge, params, batch=calibration.batch)  # fresh secret seeds
             try:
-                stats = self._timed_shape(shape, policy, calibration)
+                stats = self._timed_shape(shape, policy, calibration, self._base_calibrations.get(label))
             except IntegrityViolation as exc:
                 self.reject(exc.rule, exc.reason, label)
             except CandidateFailure as exc:
                 self.result["errors"].append(str(exc)[-4000:])
                 self.finish("runtime_error", f"{label}: {str(exc).splitlines()[0] if str(exc) else 'failed'}")
             timed.release(self.judge, shape)
-            reference = timed.time_reference(self.judge, shape, policy) if self.request.get("time_reference", True) else None
+            paired = stats.get("paired") or {}
+            if paired.get("reference_median_us"):  # timed in the same rounds as the two kernels
+                reference = {"median_us": paired["reference_median_us"]}
+            elif self.request.get("time_reference", True):
+                reference = timed.time_reference(self.judge, shape, policy)
+            else:
+                reference = None
             shape.bases = []
             _free_device_memory(device)
             flops, nbytes = problem.roofline.at(params)

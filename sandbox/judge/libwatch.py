@@ -19,10 +19,15 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sandbox.judge.elfsyms import SymbolTable, table_for
+from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
 SAMPLE_HZ = 997
 
@@ -73,6 +78,56 @@ def _hidden(dso: str) -> bool:
     return dso.startswith(("/memfd:", "[anon", "//anon")) or dso.endswith("(deleted)") or dso == "[unknown]"
 
 
+class _Gone:
+    """The file a sample's code was mapped from is no longer there, or is another file now."""
+
+
+_GONE = _Gone()
+
+
+class _Files:
+    """Each sampled file, read as the runner sees it (its own /tmp): through /proc/PID/root while
+    the runner lives, checked against the inode that was mapped."""
+
+    def __init__(self, runner: int | None) -> None:
+        self.roots = [f"/proc/{runner}/root"] if runner is not None and os.access(f"/proc/{runner}/root/", os.R_OK) else []
+        self.seen: dict[tuple[str, int | None], SymbolTable | None | _Gone] = {}
+
+    def table(self, hit: Hit) -> SymbolTable | None | _Gone:
+        key = (hit.path, hit.inode)
+        if key not in self.seen:
+            self.seen[key] = self._read(hit)
+        return self.seen[key]
+
+    def _read(self, hit: Hit) -> SymbolTable | None | _Gone:
+        for root in [f"/proc/{hit.pid}/root", *self.roots]:
+            path = Path(root + hit.path)
+            try:
+                if hit.inode is not None and path.stat().st_ino != hit.inode:
+                    return _GONE  # replaced after it was mapped
+                return table_for(path)
+            except OSError:
+                continue
+        # Without a view of the runner's files (its root not readable here), nothing can be told.
+        return _GONE if self.roots else None
+
+
+def preload_tables() -> None:
+    """Read the symbol tables of the libraries this process has mapped (torch's among them, the same
+    files the runner maps) while waiting for a request: the largest costs half a second."""
+    try:
+        lines = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) == 6 and "x" in fields[1] and fields[5].startswith("/") and ".so" in fields[5]:
+            try:
+                table_for(Path(fields[5]))
+            except OSError:
+                continue
+
+
 class LibraryWatch:
     """perf sampling of one process tree, from start() to stop()."""
 
@@ -81,12 +136,14 @@ class LibraryWatch:
         self.own_code = own_code  # path prefixes of the candidate's own code
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
+        self.pid: int | None = None
 
     def start(self, pid: int) -> None:
         if not available():
             self.error = "perf is not installed"
             return
         try:
+            self.pid = pid
             self.proc = subprocess.Popen(
                 ["perf", "record", "-q", "-B", "--no-buildid-cache", "-e", "cpu-clock:u", "-F", str(SAMPLE_HZ),
                  "-p", str(pid), "-o", str(self.data)],
@@ -107,28 +164,36 @@ class LibraryWatch:
         if not self.data.exists():
             return Sampled(error=f"perf wrote no samples: {err.decode(errors='replace')[-300:]}")
         try:
-            out = subprocess.run(
-                ["perf", "script", "-i", str(self.data), "-F", "ip,sym,dso", "--no-demangle", "-k", "/dev/null"],
-                capture_output=True, text=True, timeout=120,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return Sampled(error=f"perf script failed: {exc}")
-        return self._tally(out.stdout, patterns)
+            samples = PerfData(self.data)
+        except (OSError, PerfDataError, struct.error) as exc:
+            return Sampled(error=f"perf's samples could not be read: {exc}")
+        return self._tally(samples, patterns)
 
-    def _tally(self, text: str, patterns: list[re.Pattern[str]]) -> Sampled:
+    def _tally(self, samples: PerfData, patterns: list[re.Pattern[str]]) -> Sampled:
+        files = _Files(self.pid)
+        return self.classify(((hit.path, self._symbol(files, hit)) for hit in samples.hits()), patterns)
+
+    @staticmethod
+    def _symbol(files: _Files, hit: Hit) -> str | None | _Gone:
+        """The function a sample landed in; _GONE where its code has no file to read it from."""
+        if _hidden(hit.path):
+            return _GONE
+        if hit.path.startswith("["):  # [vdso], [vsyscall]: the kernel's own pages
+            return None
+        table = files.table(hit)
+        if isinstance(table, _Gone):
+            return _GONE
+        return table.symbol_at(hit.file_offset) if table is not None else None
+
+    def classify(self, resolved: Iterable[tuple[str, str | None | _Gone]], patterns: list[re.Pattern[str]]) -> Sampled:
+        """Count (file, function) pairs: hidden code, and forbidden library code."""
         result = Sampled()
-        for line in text.splitlines():
-            parts = line.strip().split(None, 1)  # "ip symbol (dso)"
-            if len(parts) != 2:
-                continue
+        for dso, sym in resolved:
             result.samples += 1
-            # Symbols are printed mangled (no spaces); the file may have spaces: "/memfd:x (deleted)".
-            sym, _, dso = parts[1].partition(" (")
-            dso, sym = dso.removesuffix(")"), sym.split("+")[0]
-            if _hidden(dso):
+            if isinstance(sym, _Gone):
                 result.hidden += 1
                 continue
-            if not sym or sym == "[unknown]":
+            if not sym:
                 continue
             # A library's own code (torch's at::native, BLAS entry points and kernels) counts wherever
             # its file lies, a copy under /tmp included; other matches count outside the candidate's code.

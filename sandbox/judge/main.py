@@ -78,6 +78,9 @@ def _warm_host() -> None:
     if loaded is not None:
         loaded.bind()
         _WARM.update(spec=spec, target=target, problem=loaded)
+    from sandbox.judge import libwatch
+
+    libwatch.preload_tables()
 
 
 def _stand_by() -> None:

@@ -199,13 +199,18 @@ class RunnerSession:
         if reply.get("op") != "settled":
             raise RunnerBroke(f"the answer to settle was {str(reply)[:200]}")
 
-    def deliver(self, index: int, out_region: dict[str, int], deadline: float) -> Any:
-        """The kept output of call `index`, copied into the arena: its tree, or None when the runner has none."""
-        self._send({"op": "deliver", "i": index, "out": out_region})
+    def deliver(self, index: int, out_region: dict[str, int], deadline: float, inputs: bool = False) -> Any:
+        """The kept output of call `index` copied into the arena: its tree (and with `inputs`, the tree of
+        the inputs as the call left them: a pair), or None when the runner has none."""
+        self._send({"op": "deliver", "i": index, "out": out_region, "inputs": inputs})
         reply = self._receive(deadline)
         if reply.get("i") != index or reply.get("op") not in ("delivered", "error"):
             raise RunnerBroke(f"expected the output of call {index}, got {str(reply)[:200]}")
-        return reply.get("out") if reply["op"] == "delivered" else None
+        if reply["op"] != "delivered":
+            return None
+        if inputs and reply.get("inputs") is None:
+            raise RunnerBroke(f"the inputs of call {index} were asked for and not handed over")
+        return (reply.get("out"), reply.get("inputs")) if inputs else reply.get("out")
 
     def _build(self, request: dict[str, Any]) -> dict[str, Any]:
         """Build in the judge: the cache is written here only, and a library is hashed before use."""

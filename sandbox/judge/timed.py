@@ -8,11 +8,12 @@ same batch run with the trusted no-op before any candidate code existed in the r
 (`calibrate`), and compares the rest, per call, with what the runner reported. A batch shares
 one round trip's noise among its calls, so the bound tightens with the batch.
 
-Inputs: on the CPU the judge writes each call's inputs into the arena and compares them with its
-own copy after every call; on a GPU the runner builds them on its device from two sets it holds,
-by the judge's secret recipe, and commits to each output with a digest (sandbox/shared/blend.py).
-Which outputs are compared is drawn after the batch answered: half of the timed calls, every call
-faster than the median so far, and the first timed call.
+Inputs: on the CPU the judge writes each call's inputs into the arena; on a GPU the runner builds
+them on its device from two sets it holds, by the judge's secret recipe, and commits to each
+output with a digest (sandbox/shared/blend.py). Which calls are checked is drawn after the batch
+answered: half of the timed calls, every call faster than the median so far, and the first timed
+call. A checked call's inputs, as the call left them (in the arena, or handed back by a GPU
+runner), are compared with the judge's own, and its output with the reference's on them.
 """
 
 from __future__ import annotations
@@ -116,15 +117,16 @@ class Batch:
     trees: list[Any]
 
 
-def _batch(judge: Judge, shape: Shape, size: int) -> Batch:
-    """The next `size` calls: recipes, and on the CPU their inputs written into arena slots."""
+def _batch(judge: Judge, shape: Shape, size: int, given: list[dict[str, Any]] | None = None) -> Batch:
+    """The next `size` calls: recipes (new ones, or those `given`), and on the CPU their inputs
+    written into arena slots."""
     slot = align(shape.in_bytes + shape.out_bytes + 8192)
     items, recipes, pristines, trees = [], [], [], []
     if not judge.resident_inputs:
         judge._ensure(slot * size)
     for j in range(size):
         judge.calls += 1
-        recipe = dict(judge.recipe(shape.bases[0], shape.buffers), key=shape.key, slot=j)
+        recipe = given[j] if given is not None else dict(judge.recipe(shape.bases[0], shape.buffers), key=shape.key, slot=j)
         recipes.append(recipe)
         if judge.resident_inputs:
             items.append({"i": judge.calls, "recipe": recipe})
@@ -140,8 +142,8 @@ def _batch(judge: Judge, shape: Shape, size: int) -> Batch:
 def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed: int) -> None:
     """Compare call j's output with the reference on exactly the inputs it was given."""
     if judge.resident_inputs:
-        output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes)
         pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[j])
+        output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes, pristine, shape.buffers, shape.in_bytes)
         expected, _ = judge.expected(pristine, consume=True)
     else:
         output = judge.output_of(call)
@@ -197,50 +199,143 @@ def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
         judge.session.settle(judge.deadline)
 
 
-def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibration) -> dict[str, Any]:
-    """Per-call times of one shape (the runner's figures, bounded by the judge's clock), and the bound."""
-    from sandbox.judge.checks import CandidateFailure
+@dataclass
+class Track:
+    """One kernel's timed calls on one shape: its runner (through its judge), and what was measured."""
 
-    warmup = judge.secret.between(3, 6)
-    samples: list[float] = []
-    reported: list[float] = []  # per batch of timed calls: the runner's sum
-    judged: list[float] = []  # per batch: the judge's round trip less the calibrated overhead
-    sizes: list[int] = []
-    started = time.perf_counter()
-    done = 0
-    while True:
-        batch = _batch(judge, shape, shape.batch)
+    judge: Judge
+    shape: Shape
+    calibration: Calibration
+    warmup: int
+    samples: list[float] = field(default_factory=list)  # per batch of timed calls: the mean per call
+    reported: list[float] = field(default_factory=list)  # per batch: the runner's sum
+    judged: list[float] = field(default_factory=list)  # per batch: the judge's round trip less the overhead
+    sizes: list[int] = field(default_factory=list)
+    done: int = 0
+
+    @classmethod
+    def start(cls, judge: Judge, shape: Shape, calibration: Calibration) -> Track:
+        return cls(judge, shape, calibration, judge.secret.between(3, 6))
+
+    def step(self, recipes: list[dict[str, Any]] | None = None) -> bool:
+        """One batch (on these recipes, when another kernel gets the same inputs); True when it was timed."""
+        from sandbox.judge.checks import CandidateFailure
+
+        judge, shape = self.judge, self.shape
+        batch = _batch(judge, shape, shape.batch, recipes)
         calls, rtt = judge.session.batch(batch.items, judge.deadline)
         failed = next((c for c in calls if not c.ok), None)
         if failed is not None:
             raise CandidateFailure(failed.message, fatal=failed.fatal)
         checked = False
         for j, call in enumerate(calls):
-            timed = done + j - warmup + 1
-            fast = len(samples) >= 3 and call.reported_us < statistics.median(samples)
-            if not judge.resident_inputs:  # first: a check may then use the judge's copy up
-                judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
+            timed = self.done + j - self.warmup + 1
+            fast = len(self.samples) >= 3 and call.reported_us < statistics.median(self.samples)
             if timed == 1 or fast or judge.secret.chance(CHECKED_SHARE):
+                if not judge.resident_inputs:  # first: the check then uses the judge's copy up
+                    judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
                 _verify(judge, shape, batch, j, call, max(timed, 0))
                 checked = True
             if not judge.resident_inputs:
                 batch.pristines[j] = None  # done with it: one call's inputs at a time in the judge
-        if done >= warmup:  # a batch with no warm-up call in it
+        was_timed = self.done >= self.warmup  # a batch with no warm-up call in it
+        if was_timed:
             # The sample is the batch's mean per call: a call's own figure could be moved onto
             # another call of its batch, the batch's total is what the judge's clock bounds.
-            samples.append(sum(c.reported_us for c in calls) / len(calls))
-            reported.append(sum(c.reported_us for c in calls))
-            judged.append(max(0.0, rtt - calibration.overhead_us))
-            sizes.append(len(calls))
-        done += len(calls)
+            self.samples.append(sum(c.reported_us for c in calls) / len(calls))
+            self.reported.append(sum(c.reported_us for c in calls))
+            self.judged.append(max(0.0, rtt - self.calibration.overhead_us))
+            self.sizes.append(len(calls))
+        self.done += len(calls)
         if checked and judge.device != "cpu":
             # Two processes on one GPU take turns: the switch back from the judge's work belongs
             # to no call, so it is paid here, outside the next batch's round trip.
             judge.session.settle(judge.deadline)
-        if samples and _enough(samples, sum(sizes), policy, time.perf_counter() - started):
+        return was_timed
+
+    def result(self) -> dict[str, Any]:
+        """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
+        kind = "cpu" if self.judge.device == "cpu" else "gpu"
+        bound = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, kind)
+        return summarise(self.samples).to_dict() | bound | {"reps": sum(self.sizes)}
+
+
+def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibration) -> dict[str, Any]:
+    """Per-call times of one shape (the runner's figures, bounded by the judge's clock), and the bound."""
+    track = Track.start(judge, shape, calibration)
+    started = time.perf_counter()
+    while True:
+        track.step()
+        if track.samples and _enough(track.samples, sum(track.sizes), policy, time.perf_counter() - started):
             break
-    bound = bound_by_judge(reported, judged, sizes, calibration, "cpu" if judge.device == "cpu" else "gpu")
-    return summarise(samples).to_dict() | bound | {"reps": sum(sizes)}
+    return track.result()
+
+
+def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True) -> dict[str, Any]:
+    """Two kernels (and the reference, in the judge) timed side by side on one shape: in each round
+    every kernel runs a batch on the same inputs, in an order that alternates (AB, BA, ...) so that
+    a drift of the host weighs on both; the rounds' ratios give the speed-up and its interval.
+
+    The first track is the candidate, the second its base. Ratios are base / candidate (above 1:
+    the candidate is faster), one per round in which both batches were timed."""
+    first, second = tracks
+    if first.shape.batch != second.shape.batch:
+        raise ValueError("paired kernels must run batches of one size")
+    from sandbox.judge.checks import CandidateFailure
+    from sandbox.summary import paired_summary
+
+    started = time.perf_counter()
+    ratios: list[float] = []
+    reference_us: list[float] = []
+    rounds = 0
+    base_failed: str | None = None  # the base's failure ends the pairing, never the candidate's verdict
+    timer = Timer(first.judge.device, TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=1))
+    while True:
+        recipes = [dict(first.judge.recipe(first.shape.bases[0], first.shape.buffers), key=first.shape.key, slot=j)
+                   for j in range(first.shape.batch)]
+        order = tracks if rounds % 2 == 0 else tracks[::-1]
+        timed = []
+        for track in order:
+            if track is second and base_failed:
+                continue
+            try:
+                timed.append(track.step(recipes))
+            except (IntegrityViolation, CandidateFailure) as exc:
+                if track is first:
+                    raise
+                base_failed = f"the base failed while timed: {exc}"
+        if len(timed) == 2 and all(timed):
+            ratios.append(second.samples[-1] / first.samples[-1] if first.samples[-1] > 0 else math.inf)
+            if reference:
+                reference_us.append(_reference_once(first.judge, first.shape, recipes[0], timer))
+        rounds += 1
+        live = [first] if base_failed else tracks
+        calls = min(sum(t.sizes) for t in live)
+        series = first.samples if base_failed else ratios
+        if series and _enough(series, calls, policy, time.perf_counter() - started):
+            break
+    paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios)}
+    if not base_failed:
+        try:
+            base = second.result()
+            paired |= {"base_median_us": base["median_us"], "base_ci_us": base["ci_us"]}
+        except IntegrityViolation as exc:
+            base_failed = f"the base's own timing was not believed: {exc.reason}"
+    if reference_us:
+        paired["reference_median_us"] = statistics.median(reference_us)
+    if base_failed:
+        paired |= {"ratio": None, "ratio_ci": None, "difference": "not measured", "error": base_failed[:500]}
+    return {"candidate": first.result(), "paired": paired}
+
+
+def _reference_once(judge: Judge, shape: Shape, recipe: dict[str, Any], timer: Timer) -> float:
+    """One reference call on a round's inputs, on the judge's clock (microseconds)."""
+    data = judge.blend(shape.bases, shape.buffers, recipe)
+    if judge.device != "cpu":
+        import torch
+
+        torch.cuda.synchronize()
+    return timer.once(judge.problem.reference, data)
 
 
 def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: float) -> bool:

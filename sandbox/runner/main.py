@@ -44,6 +44,7 @@ class Runner:
         # Per shape: its two sets on this device, one set of call tensors per batch slot, the preallocated outputs.
         self.resident: dict[str, tuple[list[dict[str, Any]], list[Any], list[str]]] = {}
         self.kept: dict[Any, Any] = {}  # outputs of the last batch's calls on recipes, by call
+        self.kept_inputs: dict[Any, Any] = {}  # and the inputs each of them was given, as the call left them
 
     # -- the judge's requests -----------------------------------------------------------
 
@@ -139,7 +140,7 @@ class Runner:
 
     def on_batch(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """Calls one after another; the outputs of calls on recipes are all kept until the next batch."""
-        self.kept = {}
+        self.kept, self.kept_inputs = {}, {}
         results = []
         # No collection inside a batch: a pause there lands on the judge's clock and on no call's.
         # The collector runs when the runner is idle, after answering (`serve`).
@@ -162,14 +163,18 @@ class Runner:
         return {"op": "settled"}
 
     def on_deliver(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        """The bytes of the last call's output, copied into the arena (the judge checks them against the digest)."""
-        if request.get("i") not in self.kept:
-            return {"op": "error", "i": request.get("i"), "message": "no such call's output is kept"}
+        """The bytes of a kept call's output, copied into the arena (the judge checks them against the
+        digest), and on request its inputs as the call left them (the judge compares them with its own)."""
+        index = request.get("i")
+        if index not in self.kept:
+            return {"op": "error", "i": index, "message": "no such call's output is kept"}
         try:
-            tree = encode(self.kept[request.get("i")], self._output_placer(request["out"]))
+            place = self._output_placer(request["out"])
+            tree = encode(self.kept[index], place)
+            inputs = encode(self.kept_inputs[index], place) if request.get("inputs") else None
         except ArenaError as exc:
-            return {"op": "error", "i": request.get("i"), "message": f"output cannot be returned: {exc}"}
-        return {"op": "delivered", "i": request.get("i"), "out": tree}
+            return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}
+        return {"op": "delivered", "i": index, "out": tree, "inputs": inputs}
 
     def on_call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         import torch
@@ -192,7 +197,7 @@ class Runner:
                 from sandbox.shared.arena import tensors
                 from sandbox.shared.blend import digest
 
-                self.kept[index] = out
+                self.kept[index], self.kept_inputs[index] = out, data
                 found = [t for _, t in tensors(out)]
                 return {"op": "done", "i": index, "us": us, "digest": digest(found) if found else "none",
                         "structure": encode(out, _describe)}

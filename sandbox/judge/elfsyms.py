@@ -1,0 +1,143 @@
+"""Function symbols of an ELF file, looked up by file offset: which function a sample landed in.
+
+A table is read once per file (identified by device, inode, size and modification time, so a
+library replaced under the same name is read again) and kept for the judge's life: torch's
+CPU library holds half a million symbols, and its table is loaded with torch's own vector
+operations in well under a second; a lookup is a binary search. Names are read from the
+string table only for the functions that samples hit.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import torch
+
+_SHT_SYMTAB, _SHT_DYNSYM, _PT_LOAD = 2, 11, 1
+_STT_FUNC, _STT_GNU_IFUNC = 2, 10
+_NAME_CHUNK = 512
+
+
+class NotElf(ValueError):
+    """The file is not a 64-bit little-endian ELF object."""
+
+
+@dataclass(frozen=True)
+class _Segment:
+    offset: int
+    vaddr: int
+    filesz: int
+
+
+class SymbolTable:
+    """The functions of one file, sorted by address."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # Kept open: names are read later, when the process whose /proc root led here may be gone.
+        self._file = f = path.open("rb")
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            f.close()
+            raise NotElf(f"{path} is not a 64-bit little-endian ELF file")
+        self.segments = _segments(f, head)
+        self.starts, self.ends, self.names, self.strtabs = _functions(f, head)
+        self._resolved: dict[int, str] = {}
+
+    def symbol_at(self, file_offset: int) -> str | None:
+        """The function whose code holds this byte of the file, or None (no symbol covers it)."""
+        vaddr = self._vaddr(file_offset)
+        if vaddr is None or not len(self.starts):
+            return None
+        i = int(torch.searchsorted(self.starts, torch.tensor([vaddr], dtype=torch.int64), right=True)[0]) - 1
+        if i < 0 or vaddr >= int(self.ends[i]):
+            return None
+        return self._name(int(self.names[i]))
+
+    def _vaddr(self, file_offset: int) -> int | None:
+        for s in self.segments:
+            if s.offset <= file_offset < s.offset + s.filesz:
+                return file_offset - s.offset + s.vaddr
+        return None
+
+    def _name(self, packed: int) -> str:
+        """Names are packed as (string table index << 32 | offset in it)."""
+        if packed not in self._resolved:
+            table_offset, table_size = self.strtabs[packed >> 32]
+            at = packed & 0xFFFFFFFF
+            self._file.seek(table_offset + at)
+            raw = b""
+            while b"\0" not in raw and len(raw) < table_size - at:
+                chunk = self._file.read(_NAME_CHUNK)
+                if not chunk:
+                    break
+                raw += chunk
+            self._resolved[packed] = raw.split(b"\0", 1)[0].decode(errors="replace")
+        return self._resolved[packed]
+
+
+def _segments(f: BinaryIO, head: bytes) -> list[_Segment]:
+    phoff, = struct.unpack_from("<Q", head, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    f.seek(phoff)
+    raw = f.read(phentsize * phnum)
+    segments = []
+    for i in range(phnum):
+        p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", raw, i * phentsize)
+        if p_type == _PT_LOAD:
+            segments.append(_Segment(p_offset, p_vaddr, p_filesz))
+    return segments
+
+
+def _functions(f: BinaryIO, head: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
+    """Start and end addresses of every defined function of .symtab and .dynsym, and their names' places.
+
+    A function of size 0 (hand-written assembly often declares none) reaches the next symbol."""
+    shoff, = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+    f.seek(shoff)
+    raw = f.read(shentsize * shnum)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", raw, i * shentsize) for i in range(shnum)]
+    starts, ends, names, strtabs = [], [], [], []
+    for sh_type, offset, size, link in ((s[1], s[4], s[5], s[6]) for s in sections):
+        if sh_type not in (_SHT_SYMTAB, _SHT_DYNSYM) or link >= len(sections):
+            continue
+        f.seek(offset)
+        table = torch.frombuffer(bytearray(f.read(size - size % 24)), dtype=torch.int64).view(-1, 3)
+        word, value, length = table[:, 0], table[:, 1], table[:, 2]
+        kind = (word >> 32) & 0xF
+        defined = ((word >> 48) & 0xFFFF) != 0
+        keep = ((kind == _STT_FUNC) | (kind == _STT_GNU_IFUNC)) & defined & (value != 0)
+        strtabs.append((sections[link][4], sections[link][5]))
+        starts.append(value[keep])
+        ends.append(value[keep] + length[keep])
+        names.append((word[keep] & 0xFFFFFFFF) | (len(strtabs) - 1) << 32)
+    if not starts:
+        empty = torch.empty(0, dtype=torch.int64)
+        return empty, empty, empty, strtabs
+    start, end, name = torch.cat(starts), torch.cat(ends), torch.cat(names)
+    order = torch.argsort(start)
+    start, end, name = start[order], end[order], name[order]
+    # Size-0 functions end where the next one starts.
+    following = torch.cat([start[1:], torch.tensor([2**62], dtype=torch.int64)])
+    end = torch.where(end == start, following, end)
+    return start, end, name, strtabs
+
+
+_TABLES: dict[tuple[int, int, int, int], SymbolTable | None] = {}
+
+
+def table_for(path: Path) -> SymbolTable | None:
+    """The file's table, read once per identity; None where it is no ELF file (a script, a data file)."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _TABLES:
+        try:
+            _TABLES[key] = SymbolTable(path)
+        except (NotElf, struct.error, RuntimeError):
+            _TABLES[key] = None
+    return _TABLES[key]

@@ -1,0 +1,176 @@
+"""Reading `perf record`'s file directly: the samples' addresses and the code mapped at them.
+
+`perf script` spends a second or more starting up and resolving every sample against every
+library before it prints a line; the judge needs far less: which file (and where in it) each
+sample of the runner's tree landed in. This reader walks the file's records once, keeps the
+executable mappings of each process (with the moment each was made, so a mapping replaced
+later does not rename earlier samples) and yields one `Hit` per sample. Symbols are looked up
+afterwards, per file, by `sandbox/judge/elfsyms.py`.
+
+Format: linux/tools/perf/Documentation/perf.data-file-format.txt and `perf_event.h`.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_MAGIC = b"PERFILE2"
+# Record types (perf_event.h) and the bits of `sample_type` that decide a sample's layout.
+_MMAP, _COMM, _FORK, _SAMPLE, _MMAP2 = 1, 3, 7, 9, 10
+_IP, _TID, _TIME, _ID, _CPU, _STREAM_ID, _IDENTIFIER = 1 << 0, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16
+_COMM_EXEC = 1 << 13  # header.misc of a COMM record written by exec(): the old mappings are gone
+_MMAP_BUILD_ID = 1 << 14  # header.misc of an MMAP2 record that carries a build id instead of device and inode
+_SAMPLE_ID_ALL = 1 << 18  # bit of perf_event_attr's flags word
+
+
+class PerfDataError(ValueError):
+    """The file is not one this reader understands (not perf's format, or truncated)."""
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    pgoff: int
+    path: str
+    time: int
+    inode: int | None  # as mapped (MMAP2 records): the file read back later must be this one
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One sample: the process, where the code it landed in comes from, and the offset in that file."""
+
+    pid: int
+    path: str  # "[unknown]" when no mapping covers the address
+    file_offset: int
+    inode: int | None = None
+
+
+@dataclass
+class _Process:
+    maps: list[Mapping] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Attr:
+    sample_type: int
+    sample_id_all: bool
+
+    def trailer_time_offset(self, record_end: int) -> int | None:
+        """Where the time sits in a non-sample record's trailing sample_id (absent: None)."""
+        if not (self.sample_id_all and self.sample_type & _TIME):
+            return None
+        fields = [_TID, _TIME, _ID, _STREAM_ID, _CPU, _IDENTIFIER]
+        size = 8 * sum(1 for f in fields if self.sample_type & f)
+        return record_end - size + (8 if self.sample_type & _TID else 0)
+
+
+def _read_attr(data: bytes) -> _Attr:
+    magic, _size, attr_size, attrs_offset, attrs_size = struct.unpack_from("<8sQQQQ", data, 0)
+    if magic != _MAGIC:
+        raise PerfDataError("not a perf.data file (or one written by a perf too old for this reader)")
+    if attrs_size < attr_size or attr_size < 48:
+        raise PerfDataError("perf.data has no event attributes")
+    # perf_event_attr: type u32, size u32, config u64, sample_period u64, sample_type u64, read_format u64, flags u64
+    sample_type, _read_format, flags = struct.unpack_from("<QQQ", data, attrs_offset + 24)
+    if not sample_type & _IP:
+        raise PerfDataError("the samples carry no instruction pointer")
+    return _Attr(sample_type, bool(flags & _SAMPLE_ID_ALL))
+
+
+def _records(data: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """(type, misc, start of the body, end of the record) for each record of the data section."""
+    data_offset, data_size = struct.unpack_from("<QQ", data, 40)
+    pos, end = data_offset, min(len(data), data_offset + data_size)
+    while pos + 8 <= end:
+        kind, misc, size = struct.unpack_from("<IHH", data, pos)
+        if size < 8:
+            raise PerfDataError(f"a record of size {size} at offset {pos}")
+        yield kind, misc, pos + 8, min(pos + size, end)
+        pos += size
+
+
+def _cstring(data: bytes, start: int, end: int) -> str:
+    stop = data.find(b"\0", start, end)
+    return data[start:stop if stop >= 0 else end].decode(errors="replace")
+
+
+class PerfData:
+    """The samples and executable mappings of one perf.data file."""
+
+    def __init__(self, path: Path) -> None:
+        data = path.read_bytes()
+        self.attr = _read_attr(data)
+        self.processes: dict[int, _Process] = {}
+        self.samples: list[tuple[int, int, int]] = []  # (pid, ip, time)
+        for kind, misc, body, end in _records(data):
+            if kind == _SAMPLE:
+                self._sample(data, body)
+            elif kind in (_MMAP, _MMAP2):
+                self._mmap(data, kind, misc, body, end)
+            elif kind == _FORK:
+                pid, ppid = struct.unpack_from("<II", data, body)
+                if pid != ppid and ppid in self.processes:  # a new process starts with its parent's code
+                    self.processes[pid] = _Process(list(self.processes[ppid].maps))
+            elif kind == _COMM and misc & _COMM_EXEC:
+                pid = struct.unpack_from("<I", data, body)[0]
+                self.processes[pid] = _Process()
+
+    def _sample(self, data: bytes, body: int) -> None:
+        pos = body + (8 if self.attr.sample_type & _IDENTIFIER else 0)
+        ip = struct.unpack_from("<Q", data, pos)[0]
+        pos += 8
+        pid = struct.unpack_from("<I", data, pos)[0] if self.attr.sample_type & _TID else -1
+        pos += 8 if self.attr.sample_type & _TID else 0
+        time = struct.unpack_from("<Q", data, pos)[0] if self.attr.sample_type & _TIME else 0
+        self.samples.append((pid, ip, time))
+
+    def _mmap(self, data: bytes, kind: int, misc: int, body: int, end: int) -> None:
+        pid, _tid, addr, length, pgoff = struct.unpack_from("<IIQQQ", data, body)
+        name_at = body + 32 + (32 if kind == _MMAP2 else 0)  # MMAP2: device/inode or build id, prot, flags
+        inode = None
+        if kind == _MMAP2:
+            prot = struct.unpack_from("<I", data, body + 56)[0]
+            if not prot & 0x4:  # PROT_EXEC: data mappings hold no code
+                return
+            if not misc & _MMAP_BUILD_ID:
+                inode = struct.unpack_from("<Q", data, body + 40)[0]
+        time_at = self.attr.trailer_time_offset(end)
+        time = struct.unpack_from("<Q", data, time_at)[0] if time_at is not None and time_at >= name_at else 0
+        path = _cstring(data, name_at, end)
+        self.processes.setdefault(pid, _Process()).maps.append(Mapping(addr, addr + length, pgoff, path, time, inode))
+
+    def hits(self) -> Iterator[Hit]:
+        """Each sample's file and offset, resolved against the mappings its process had at that moment."""
+        index = {pid: _MapIndex(p.maps) for pid, p in self.processes.items()}
+        for pid, ip, time in self.samples:
+            found = index[pid].find(ip, time) if pid in index else None
+            if found is None:
+                yield Hit(pid, "[unknown]", ip)
+            else:
+                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode)
+
+
+class _MapIndex:
+    """Mappings sorted by start address; the latest one made before the sample wins an overlap."""
+
+    def __init__(self, maps: list[Mapping]) -> None:
+        self.maps = sorted(maps, key=lambda m: m.start)
+        self.starts = [m.start for m in self.maps]
+        # Without overlaps (the usual case) the mapping just below an address is the only candidate.
+        self.disjoint = all(a.end <= b.start for a, b in zip(self.maps, self.maps[1:], strict=False))
+
+    def find(self, ip: int, time: int) -> Mapping | None:
+        below = bisect_right(self.starts, ip)
+        if self.disjoint:
+            return self.maps[below - 1] if below and ip < self.maps[below - 1].end else None
+        candidates = [m for m in self.maps[:below] if m.start <= ip < m.end]
+        if not candidates:
+            return None
+        before = [m for m in candidates if m.time <= time]
+        return max(before, key=lambda m: m.time) if before else min(candidates, key=lambda m: m.time)

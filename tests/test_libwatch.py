@@ -1,0 +1,139 @@
+"""The judge's own reading of perf samples: ELF symbol tables by file offset, perf.data records,
+and library code seen in a real process tree (the last two need perf; they start processes)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.judge.elfsyms import table_for
+from sandbox.judge.libwatch import LibraryWatch
+from sandbox.judge.perfdata import PerfData, PerfDataError
+
+# A BLAS-shaped name: library code counts wherever its file lies, /tmp included.
+LIBRARY = r"""
+double cblas_ks_spin(long n) { double s = 0; for (long i = 0; i < n; ++i) s += (double)i * 0.5; return s; }
+double ks_other_function(long n) { double s = 1; for (long i = 0; i < n; ++i) s *= 1.0000001; return s; }
+"""
+
+
+def _build(tmp_path: Path) -> Path:
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    src, lib = tmp_path / "spin.c", tmp_path / "libspin.so"
+    src.write_text(LIBRARY)
+    subprocess.run([shutil.which("gcc") or "cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def _file_offset(address: int) -> tuple[str, int]:
+    """Where an address of this process lies in the file mapped there."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(None, 5)
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if start <= address < end:
+            return fields[5], address - start + int(fields[2], 16)
+    raise AssertionError("address not mapped")
+
+
+def test_a_function_is_named_by_its_offset_in_the_file(tmp_path: Path) -> None:
+    lib = ctypes.CDLL(str(_build(tmp_path)))
+    for name in ("cblas_ks_spin", "ks_other_function"):
+        start = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        assert start is not None
+        path, offset = _file_offset(start + 4)  # inside the function, not at its first byte
+        table = table_for(Path(path))
+        assert table is not None and table.symbol_at(offset) == name
+    path, _ = _file_offset(ctypes.cast(lib.ks_other_function, ctypes.c_void_p).value or 0)
+    table = table_for(Path(path))
+    assert table is not None and table.symbol_at(0) is None  # the ELF header is no function's code
+
+
+def test_a_file_that_is_not_elf_has_no_table(tmp_path: Path) -> None:
+    script = tmp_path / "x.so"
+    script.write_text("#!/bin/sh\n")
+    assert table_for(script) is None
+
+
+def test_a_file_that_is_not_perf_data_is_refused(tmp_path: Path) -> None:
+    bogus = tmp_path / "perf.data"
+    bogus.write_bytes(b"NOTPERF!" + bytes(200))
+    with pytest.raises(PerfDataError):
+        PerfData(bogus)
+
+
+SPINNER = """
+import ctypes, os, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+if sys.argv[2] == "unlink":
+    os.unlink(sys.argv[1])  # the code stays mapped; its file is gone
+print("ready", flush=True)
+deadline = time.time() + 1.5
+while time.time() < deadline:
+    lib.cblas_ks_spin(200000)
+time.sleep(30)
+"""
+
+
+def _watch(lib: Path, how: str, tmp_path: Path):
+    if shutil.which("perf") is None:
+        pytest.skip("needs perf")
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER, str(lib), how], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        watch = LibraryWatch(tmp_path, own_code=[])
+        watch.start(proc.pid)
+        time.sleep(1.2)
+        sampled = watch.stop([re.compile(r"cblas_ks_spin")])
+    finally:
+        proc.kill()
+        proc.wait()
+    return sampled
+
+
+@pytest.mark.slow
+def test_samples_in_a_forbidden_function_are_counted(tmp_path: Path) -> None:
+    sampled = _watch(_build(tmp_path), "keep", tmp_path)
+    assert sampled.error is None, sampled.error
+    assert sampled.samples > 50
+    hits = {sym: n for (_, sym), n in sampled.forbidden.items()}
+    assert hits.get("cblas_ks_spin", 0) > 0.5 * sampled.samples, sampled
+
+
+@pytest.mark.slow
+def test_code_whose_file_was_deleted_after_loading_counts_as_hidden(tmp_path: Path) -> None:
+    sampled = _watch(_build(tmp_path), "unlink", tmp_path)
+    assert sampled.error is None, sampled.error
+    assert not sampled.forbidden
+    assert sampled.hides_code(), f"{sampled.hidden} hidden of {sampled.samples}"
+
+
+@pytest.mark.slow
+def test_a_library_replaced_under_its_name_is_not_believed(tmp_path: Path) -> None:
+    lib = _build(tmp_path)
+    if shutil.which("perf") is None:
+        pytest.skip("needs perf")
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER, str(lib), "keep"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        watch = LibraryWatch(tmp_path, own_code=[])
+        watch.start(proc.pid)
+        time.sleep(1.2)
+        # An innocent file under the same name, written after the samples were taken.
+        innocent = tmp_path / "innocent"
+        innocent.mkdir()
+        os.replace(_build(innocent), lib)
+        sampled = watch.stop([re.compile(r"cblas_ks_spin")])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sampled.error is None, sampled.error
+    assert not sampled.forbidden and sampled.hides_code(), sampled

@@ -1,0 +1,47 @@
+"""Paired timing: a candidate and its base, each in its own runner, timed in alternating rounds on
+the same inputs; the verdict carries the speed-up base/candidate with its interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.verdict import Status
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vector_add_repeat.py"
+
+
+def _kernel(tmp_path: Path, repeat: int) -> Path:
+    path = tmp_path / f"repeat{repeat}.py"
+    path.write_text(FIXTURE.read_text().replace("REPEAT = 1", f"REPEAT = {repeat}"))
+    return path
+
+
+def _paired(candidate: Path, base: Path) -> object:
+    options = EvalOptions(target="cpu", timing={"budget_s": 0.6, "warmup_s": 0.02, "min_reps": 12},
+                          limits=PhaseLimits(build=300, check=120, time=200), paired_with=str(base))
+    return evaluate("vector_add", candidate, options)
+
+
+@pytest.mark.slow
+def test_a_kernel_three_times_faster_than_its_base_is_measured_faster(tmp_path: Path) -> None:
+    verdict = _paired(_kernel(tmp_path, 1), _kernel(tmp_path, 3))
+    assert verdict.status is Status.ok, verdict.message
+    for bench in verdict.benchmarks:
+        assert bench.paired is not None and bench.paired.error is None, bench.paired
+        assert bench.paired.ratio_ci is not None and bench.paired.ratio_ci[0] > 1.1, bench.paired
+        assert bench.paired.reference_median_us, "the reference is timed in the same rounds"
+    assert verdict.summary.paired is not None and verdict.summary.paired.difference == "faster"
+    assert verdict.host is not None and "load_1m" in verdict.host["before"]
+
+
+@pytest.mark.slow
+def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def custom_kernel(data):\n    raise RuntimeError('the base breaks')\n")
+    verdict = _paired(_kernel(tmp_path, 1), broken)
+    assert verdict.status is Status.ok, verdict.message
+    assert all(b.paired is not None and b.paired.error and b.paired.ratio is None for b in verdict.benchmarks)
+    assert verdict.summary.paired is None
