@@ -9,22 +9,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.text import Text
+from rich.console import Console, RenderableType
 
-from graph import control
-from graph.archive import Archive
-from graph.config import ConfigError, load_llm_settings
-from graph.run_handle import RunError, RunHandle, open_run
 from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
 
-if TYPE_CHECKING:  # LangChain and the chat agent load only when the chat starts, not for --help
+if TYPE_CHECKING:  # the chat's parts (LangChain among them) load when it starts, not for --help
+    from rich.markdown import Markdown
+
     from agents.chat import ChatTurn, ToolUse
     from agents.llm_config import LLMConfig
+    from graph.archive import Archive
     from graph.chat import ChatSession
+    from graph.run_handle import RunHandle
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +32,8 @@ class ProcessLauncher:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def __call__(self, handle: RunHandle, archive: Archive) -> str:
+        from graph import control
+
         proc = control.launch_run_process(handle)
         self.processes.append(proc)
         archive.set_meta("pid", proc.pid)
@@ -45,6 +43,8 @@ class ProcessLauncher:
 
 def as_markdown(text: str) -> Markdown:
     """A tool's text for the terminal: its lines kept apart (Markdown joins them otherwise)."""
+    from rich.markdown import Markdown
+
     lines, fenced = [], False
     for line in text.split("\n"):
         if line.startswith("```"):
@@ -75,6 +75,10 @@ class TurnView:
         self.blocks.append(("notice", message))
 
     def render(self) -> RenderableType:
+        from rich.console import Group
+        from rich.markdown import Markdown
+        from rich.text import Text
+
         parts: list[RenderableType] = []
         for kind, text in self.blocks:
             if kind == "text":
@@ -87,6 +91,8 @@ class TurnView:
 
 
 def ask_and_render(session: ChatSession, question: str, out: Console) -> ChatTurn:
+    from rich.live import Live
+
     view = TurnView()
     with Live(view.render(), console=out, refresh_per_second=12, transient=False) as live:
 
@@ -109,6 +115,10 @@ def ask_and_render(session: ChatSession, question: str, out: Console) -> ChatTur
 
 
 def show_pending(session: ChatSession, shown: set[int], out: Console) -> None:
+    from rich.panel import Panel
+
+    from graph import control
+
     pending = control.pending_plans(session.archive)
     if pending is None or pending["generation"] in shown:
         return
@@ -121,6 +131,8 @@ def show_pending(session: ChatSession, shown: set[int], out: Console) -> None:
 
 
 def repl(session: ChatSession, out: Console) -> None:
+    from rich.panel import Panel
+
     out.print(
         Panel(
             as_markdown(session.tools.run_status()),
@@ -163,7 +175,10 @@ def chat_command(
 ) -> None:
     """Talk to a run: ask about its kernels and findings, give directives, control it, approve plans."""
     from agents.llm import make_chat_model
+    from graph.archive import Archive
     from graph.chat import ChatSession
+    from graph.config import ConfigError, load_llm_settings
+    from graph.run_handle import RunError, open_run
     from graph.runs import lazy_knowledge
 
     try:

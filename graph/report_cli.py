@@ -5,21 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich import box
-from rich.table import Table
 
-from graph import control
-from graph.archive import Archive
-from graph.run_data import baselines, num, plan_title, ratio
-from graph.run_handle import RunError, RunHandle, open_run
 from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+
+if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
+    from rich.table import Table
+
+    from graph.archive import Archive
+    from graph.run_handle import RunHandle
 
 
 @contextmanager
 def opened_run(run: str | None, runs_dir: Path | None) -> Iterator[tuple[RunHandle, Archive]]:
     """The run (None: the latest) and its archive, closed after; or exit 2 with the reason."""
+    from graph.archive import Archive
+    from graph.run_handle import RunError, open_run
+
     try:
         handle = open_run(run, runs_dir)
     except RunError as exc:
@@ -51,6 +55,9 @@ def status_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """A run's state and a compact leaderboard, at any time (also while it runs)."""
+    from graph import control
+    from graph.run_data import baselines, num, ratio
+
     with opened_run(run, runs_dir) as (handle, archive):
         state = control.run_status(archive)
         best, seed = archive.best(), archive.seed()
@@ -87,6 +94,11 @@ def status_command(
 
 def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
     """The leaderboard in few columns: the numbers never shrink, the plan takes what is left."""
+    from rich import box
+    from rich.table import Table
+
+    from graph.run_data import num, plan_title, ratio
+
     seed = archive.seed()
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=True)
     for name in ("#", "kernel", "gen", "µs", "vs seed", "vs PyTorch"):

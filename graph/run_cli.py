@@ -7,24 +7,23 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from graph.archive import Archive
-from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_llm_settings
-from graph.control import extend_run, set_approval
-from graph.export import ExportError, export_kernel
-from graph.preflight import PreflightError, check_llm, check_submission, check_target, directive_notes
-from graph.progress import LineProgress, LiveProgress, leaderboard_table
-from graph.run_data import num, ratio
-from graph.run_handle import RunError, open_run
 from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+
+if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
+    from graph.archive import Archive
+    from graph.config import RunConfig
 
 log = logging.getLogger(__name__)
 
 
 def kept_on_resume(archive: Archive) -> str:
     """What a resumed run starts from, so the user sees that nothing was lost."""
+    from graph.run_data import num
+
     best = archive.best()
     done = max((g["generation"] for g in archive.generations()), default=0)
     line = f"resuming with {len(archive.kernels())} kernels, {archive.evaluation_count()} evaluations"
@@ -73,6 +72,13 @@ def run_command(
     ),
 ) -> None:
     """Optimise a kernel: generations of select, research, write, review, evaluate."""
+    from graph.archive import Archive
+    from graph.config import Budgets, ConfigError, RunConfig, SandboxSettings, load_llm_settings
+    from graph.control import extend_run, set_approval
+    from graph.preflight import PreflightError, check_submission, check_target, directive_notes
+    from graph.progress import LineProgress, LiveProgress, leaderboard_table
+    from graph.run_data import num, ratio
+    from graph.run_handle import RunError, open_run
     from graph.runs import build_context, create_run, execute, replay_chat_models, run_summary
 
     replay_models = None
@@ -174,6 +180,8 @@ def run_command(
 
 def preflight(config: RunConfig) -> None:
     """Refuse a run that cannot work (no GPU for its target, an LLM endpoint that does not answer)."""
+    from graph.preflight import check_llm, check_target
+
     check_target(config.target)
     if config.llm.configured:
         with console.status("asking the LLM endpoint a first small question"):
@@ -189,6 +197,11 @@ def export_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Write a run's best kernel as a submission file with its #!POPCORN header lines."""
+    from graph.archive import Archive
+    from graph.export import ExportError, export_kernel
+    from graph.run_data import num
+    from graph.run_handle import RunError, open_run
+
     try:
         handle = open_run(run, runs_dir)
         archive = Archive(handle.archive_path)

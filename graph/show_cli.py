@@ -9,16 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.syntax import Syntax
-from rich.table import Table
 
-from graph.archive import Archive, KernelRecord
 from graph.report_cli import opened_run
-from graph.run_data import num, plan_title, ratio, source_diff
-from graph.run_handle import RunError, open_run
 from graph.terminal import RUNS_DIR_HELP, console, fail
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
+    from rich.table import Table
+
+    from graph.archive import Archive, KernelRecord
     from sandbox.verdict import Verdict
 
 
@@ -34,6 +32,8 @@ def find_kernel(archive: Archive, kernel_id: str | None) -> KernelRecord:
 def split_run_and_kernels(args: list[str], kernels: int, runs_dir: Path | None) -> tuple[str | None, list[str]]:
     """RUN is optional before the kernel ids: with one argument more than the kernels asked for, the
     first names the run; otherwise the latest run is meant. A lone argument of `show` may be either."""
+    from graph.run_handle import RunError, open_run
+
     if len(args) > kernels:
         return args[0], args[1:]
     if kernels == 1 and len(args) == 1:
@@ -51,6 +51,9 @@ def show_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """A kernel's source, per-shape times with their spread, its verdict and static report."""
+    from rich.syntax import Syntax
+
+    from graph.run_data import num, plan_title, ratio, source_diff
     from sandbox.report import render_verdict
     from sandbox.verdict import Verdict
 
@@ -90,6 +93,10 @@ def compare_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Two kernels side by side: per-shape times (re-measured now by default) and the diff of their sources."""
+    from rich.syntax import Syntax
+
+    from graph.run_data import source_diff
+
     run, rest = split_run_and_kernels(list(args), 2, runs_dir)
     if len(rest) != 2:
         fail("compare takes [RUN] A B: two kernel ids")
@@ -144,6 +151,10 @@ def retimed(problem_path: Path, target: str, budget_s: float, *kernels: KernelRe
 
 def side_by_side(a: KernelRecord, b: KernelRecord, times: dict[str, ShapeTimes], title: str) -> Table:
     """One row per shape: each kernel's median with its interquartile range, and B's speed-up over A."""
+    from rich.table import Table
+
+    from graph.run_data import num, ratio
+
     table = Table(title=title, header_style="bold")
     table.add_column("shape")
     for k in (a, b):

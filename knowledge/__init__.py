@@ -17,20 +17,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from knowledge.models import (
-    FileResult,
-    Finding,
-    FindingHit,
-    Hit,
-    IngestReport,
-    KBStats,
-    ResearchContext,
-    SourceInfo,
-)
-
 if TYPE_CHECKING:
     from knowledge.base import KnowledgeBase
     from knowledge.findings import FindingsMemory
+    from knowledge.models import (
+        FileResult,
+        Finding,
+        FindingHit,
+        Hit,
+        IngestReport,
+        KBStats,
+        ResearchContext,
+        SourceInfo,
+    )
+
+# Even the pydantic models load on first use: `kernel-scientist --help` imports this package.
+_MODELS = {"FileResult", "Finding", "FindingHit", "Hit", "IngestReport", "KBStats", "ResearchContext", "SourceInfo"}
 
 __all__ = [
     "FileResult",
@@ -47,6 +49,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODELS:
+        from knowledge import models
+
+        return getattr(models, name)
     if name == "KnowledgeBase":
         from knowledge.base import KnowledgeBase
 
