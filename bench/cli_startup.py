@@ -85,16 +85,17 @@ def main() -> None:
         finally:
             if "old" in trees:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["old"])], cwd=ROOT, check=False)
+    medians = {label: {name: median(v) for name, v in per.items()} for label, per in samples.items()}
     results = {
-        label: {name: {"median_s": round(median(v), 3), "samples_s": [round(x, 3) for x in v],
-                       "x_python": round(median(v) / floor, 1)} for name, v in per.items()}
+        label: {name: {"median_s": round(medians[label][name], 3), "samples_s": [round(x, 3) for x in v],
+                       "x_python": round(medians[label][name] / floor, 1)} for name, v in per.items()}
         for label, per in samples.items()
     }  # fmt: skip
     print(f"python -c pass: {floor:.3f} s (median of {args.repeats})")
     print(f"{'command':12} " + " ".join(f"{label:>22}" for label in results) + ("   new/old" if "old" in results else ""))
     for name in commands(run_id):
-        cells = [f"{results[label][name]['median_s']:7.2f} s ({results[label][name]['x_python']:5.1f}x py)" for label in results]
-        ratio = f"   {results['new'][name]['median_s'] / results['old'][name]['median_s']:.2f}" if "old" in results else ""
+        cells = [f"{medians[label][name]:7.2f} s ({medians[label][name] / floor:5.1f}x py)" for label in medians]
+        ratio = f"   {medians['new'][name] / medians['old'][name]:.2f}" if "old" in medians else ""
         print(f"{name:12} " + " ".join(f"{c:>22}" for c in cells) + ratio)
     path = save(args.name, {"old": args.old, "repeats": args.repeats, "python_floor_s": round(floor, 3), "results": results})
     print(f"written to {path}")

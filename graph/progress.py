@@ -34,7 +34,7 @@ class LiveProgress:
         self._live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.update(self._render())
             self._live.__exit__(*exc)
@@ -88,7 +88,9 @@ class LiveProgress:
                 f"best {best.id} {num(best.geomean_us)} µs" if best and best.geomean_us else "no timed kernel yet",
                 "green",
             ),
-            f" ({ratio(seed.geomean_us / best.geomean_us)} the seed)" if best and seed and seed.geomean_us else "",
+            f" ({ratio(seed.geomean_us / best.geomean_us)} the seed)"
+            if best and best.geomean_us and seed and seed.geomean_us
+            else "",
             f"  ·  {spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
         )
         table = Table(show_header=True, header_style="bold", expand=False, box=None)
@@ -102,8 +104,8 @@ class LiveProgress:
         return Group(head, Text(headline, style="dim"), table)
 
 
-def describe(kind: str, data: dict[str, Any]) -> str | None:
-    """One progress event as a line a person reads in a log file or a CI job (None: not worth a line)."""
+def describe(kind: str, data: dict[str, Any]) -> str:
+    """One progress event as a line a person reads in a log file or a CI job."""
     if kind == "seed":
         return data.get("step", "evaluating the seed kernel")
     if kind == "seed_done":
@@ -140,8 +142,6 @@ class LineProgress:
 
     def event(self, kind: str, **data: Any) -> None:
         line = describe(kind, data)
-        if line is None:
-            return
         with self._lock:  # experiments report from worker threads
             self.console.print(f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True)
 

@@ -24,7 +24,7 @@ def _version_line(command: list[str]) -> str | None:
         return None
     lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
     versioned = [line for line in lines if _VERSION.search(line) and not line.startswith(("Copyright", "Built", "Build "))]
-    return (versioned or lines or [None])[0]
+    return (versioned or lines)[0] if lines else None
 
 
 def collect(device: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ _STATUS_STYLE = {
 
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
-    return "—" if value is None else fmt.format(value)
+    return "-" if value is None else fmt.format(value)  # as num() writes a missing value
 
 
 def _context_line(verdict: Verdict) -> str:

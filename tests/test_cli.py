@@ -171,3 +171,25 @@ def test_run_steps_are_lines_when_no_live_panel_shows() -> None:
 def test_problems_lists_bundled() -> None:
     result = runner.invoke(app, ["problems"])
     assert result.exit_code == 0 and "vector_add" in result.output
+
+
+def test_verdict_view_leaves_out_what_it_does_not_know() -> None:
+    """A crash before the judge described its machine shows no question marks; a failed build
+    reads as failed, not as built; times have no e-notation."""
+    from sandbox.report import render_verdict
+    from sandbox.verdict import BenchmarkResult, BuildInfo, BuildRecord, Status, SubmissionInfo, Verdict
+
+    submission = SubmissionInfo(path="k.py", sha256="0" * 64)
+    crash = Verdict(status=Status.crash, message="the runner died", target="cpu", submission=submission, wall_seconds=1.0)
+    failed = BuildRecord(name="k", lang="cpp", key="x", cached=False, ok=False, seconds=0.5)
+    slow = BenchmarkResult(
+        params={"n": 1}, shape="n=1", reps=3, median_us=11618.3, mean_us=1.0, std_us=1.0, stderr_us=1.0,
+        min_us=1.0, max_us=1.0, p25_us=11000.0, p75_us=21060.0,
+    )  # fmt: skip
+    built = crash.model_copy(update={"build": BuildInfo(records=[failed]), "benchmarks": [slow]})
+    out = io.StringIO()
+    render_verdict(built, Console(file=out, width=160))
+    text = out.getvalue()
+    assert "?" not in text and "device" not in text and "target cpu" in text
+    assert re.search(r"\bk\s+│ cpp\s+│ failed", text), text
+    assert "11618" in text and "11000–21060" in text and "e+" not in text and "11,618" not in text

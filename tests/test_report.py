@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graph.archive import Archive
+from graph.chat import ChatSession
 from graph.chat_tools import RunTools
 from graph.cli import app
 from graph.config import LLMSettings
@@ -186,6 +187,22 @@ def test_show_and_compare_a_runs_kernels(run: tuple[RunHandle, Archive]) -> None
     ratio_text = f"{seed.benchmarks[shape] / best.benchmarks[shape]:.2f}x"  # B's speed-up over A, per shape
     assert re.search(rf"{re.escape(shape)}.*{re.escape(num(seed.benchmarks[shape]))}.*{re.escape(ratio_text)}", compared.output)
     assert f"--- {seed.id}" in compared.output and f"+++ {best.id}" in compared.output
+    # The chat's /source shows the best kernel's source whole, without a model.
+    source = ChatSession(handle, archive).slash("/source")
+    assert best.id in source and best.source.rstrip() in source
+
+
+def test_compare_times_both_kernels_again(run: tuple[RunHandle, Archive]) -> None:
+    handle, archive = run
+    best, seed = archive.best(), archive.seed()
+    args = ["compare", str(handle.run_dir), seed.id, best.id, "--budget", "0.1"]
+    compared = runner.invoke(app, args, env={"COLUMNS": "160"})
+    assert compared.exit_code == 0, compared.output
+    assert "re-timed now, 0.1 s per shape each" in compared.output
+    # Every benchmark shape has a fresh median for both and a ratio (not "-").
+    for shape in seed.benchmarks:
+        row = next(line for line in compared.output.splitlines() if line.strip(" │|").startswith(shape))
+        assert re.search(r"\d\.\d\dx", row) and row.count("–") == 2, row
 
 
 def test_a_run_whose_seed_fails_still_gets_a_report(tmp_path: Path) -> None:
