@@ -437,11 +437,14 @@ class Archive:
 
     def spend_by_role(self) -> dict[str, Spend]:
         rows = self._query(
-            "SELECT role, COUNT(*) AS calls, SUM(input_tokens) AS i, SUM(output_tokens) AS o, SUM(cost_usd) AS c"
-            " FROM llm_calls GROUP BY role ORDER BY role"
+            "SELECT role, COUNT(*) AS calls, SUM(1 - ok) AS failed, SUM(input_tokens) AS i, SUM(output_tokens) AS o,"
+            " SUM(cost_usd) AS c FROM llm_calls GROUP BY role ORDER BY role"
         )
         return {
-            r["role"]: Spend(calls=r["calls"], input_tokens=r["i"], output_tokens=r["o"], cost_usd=r["c"]) for r in rows
+            r["role"]: Spend(
+                calls=r["calls"], failed=r["failed"], input_tokens=r["i"], output_tokens=r["o"], cost_usd=r["c"]
+            )
+            for r in rows
         }
 
     # -- directives ------------------------------------------------------------------

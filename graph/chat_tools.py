@@ -425,11 +425,12 @@ class RunTools:
 
     def spend(self, _: NoArgs | None = None) -> str:
         """LLM calls, tokens and cost per role."""
-        lines = ["| role | calls | input tokens | output tokens | cost USD |", "|---|---|---|---|---|"]
-        for role, s in self.archive.spend_by_role().items():
-            lines.append(f"| {role} | {s.calls} | {s.input_tokens} | {s.output_tokens} | {s.cost_usd:.4f} |")
-        total = self.archive.spend()
-        lines.append(f"| total | {total.calls} | {total.input_tokens} | {total.output_tokens} | {total.cost_usd:.4f} |")
+        lines = ["| role | calls | failed | input tokens | output tokens | cost USD |", "|---|---|---|---|---|---|"]
+        rows = [*self.archive.spend_by_role().items(), ("total", self.archive.spend())]
+        for role, s in rows:
+            lines.append(
+                f"| {role} | {s.calls} | {s.failed} | {s.input_tokens} | {s.output_tokens} | {s.cost_usd:.4f} |"
+            )
         return "\n".join(lines)
 
     def search_knowledge(self, args: SearchArgs) -> str:

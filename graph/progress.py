@@ -91,7 +91,8 @@ class LiveProgress:
             f" ({ratio(seed.geomean_us / best.geomean_us)} the seed)"
             if best and best.geomean_us and seed and seed.geomean_us
             else "",
-            f"  ·  {spend.calls} LLM calls, {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
+            f"  ·  {spend.calls} LLM calls" + (f" ({spend.failed} failed)" if spend.failed else ""),
+            f", {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
         )
         table = Table(show_header=True, header_style="bold", expand=False, box=None)
         table.add_column("experiment")
@@ -130,7 +131,8 @@ def describe(kind: str, data: dict[str, Any]) -> str:
         return f"generation {data['generation']}: {len(data.get('plans') or [])} plans await approval (kernel-scientist chat)"
     if kind == "resume":
         return f"resuming at {', '.join(data.get('next', []))}"
-    return kind + "".join(f" {k}={v}" for k, v in data.items() if k != "run")
+    shown = {k: num(v) if isinstance(v, float) else v for k, v in data.items() if k != "run"}
+    return kind + "".join(f" {k}={v}" for k, v in shown.items())
 
 
 class LineProgress:

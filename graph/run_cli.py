@@ -137,13 +137,14 @@ def run_command(
     archive = Archive(handle.archive_path)
     if approve:
         set_approval(archive, True)
-    console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}")
+    console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}", soft_wrap=True)
     if resume is not None:
         console.print(kept_on_resume(archive), highlight=False)
     if not handle.config.llm.configured:
         console.print(
             "[yellow]no LLM configured:[/yellow] only the Tuner proposes candidates "
-            "(set --model/--base-url, $KS_LLM_MODEL or --llm-config for the full scientist)"
+            "(set --model/--base-url, $KS_LLM_MODEL or --llm-config for the full scientist)",
+            soft_wrap=True,
         )
     for note in directive_notes(handle.config.model_copy(update={"directives": archive.directives()})):
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -167,12 +168,21 @@ def run_command(
     console.print(leaderboard_table(archive, width=console.width))
     summary = run_summary(archive)
     console.print(f"stopped: {final.get('stop_reason')}")
+    spend = archive.spend()
+    if spend.failed:
+        console.print(
+            f"[yellow]{spend.failed} of {spend.calls} LLM calls failed[/yellow]"
+            + (": every candidate came from the Tuner alone" if spend.failed == spend.calls else "")
+            + f" (kernel-scientist chat {handle.run_id}, /spend, says which roles)",
+            soft_wrap=True,
+        )
     if summary["best"]:
         gain = summary["speedup_over_seed"]
         console.print(
             f"best kernel {summary['best']}: {num(summary['best_geomean_us'])} µs"
             + (f", {ratio(gain)} the seed" if gain else "")
-            + f"; look at it with: kernel-scientist show {handle.run_id}; export with: kernel-scientist export {handle.run_id}"
+            + f"; look at it with: kernel-scientist show {handle.run_id}; export with: kernel-scientist export {handle.run_id}",
+            soft_wrap=True,
         )
     (handle.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     archive.close()

@@ -132,10 +132,17 @@ def test_directives_without_an_llm_are_said_to_be_unused(tmp_path: Path) -> None
     handle = create_run(config, tmp_path / "runs")
     archive = Archive(handle.archive_path)
     try:
-        reply = RunTools(handle, archive).add_directive(DirectiveArgs(text="vectorise the inner loop"))
+        tools = RunTools(handle, archive)
+        reply = tools.add_directive(DirectiveArgs(text="vectorise the inner loop"))
+        # A failed call counts as failed in /spend and in `status`.
+        archive.add_llm_call({"role": "coder", "model": "m", "ok": False, "input_tokens": 3, "output_tokens": 0})
+        spend = tools.spend()
+        status = runner.invoke(app, ["status", str(handle.run_dir)])
     finally:
         archive.close()
     assert "no LLM, so nothing reads it" in reply and "follow it from" not in reply
+    assert "| coder | 1 | 1 | 3 | 0 |" in spend and "| total | 1 | 1 |" in spend
+    assert status.exit_code == 0 and "1 LLM calls (1 failed)" in status.output
 
 
 @pytest.mark.slow
@@ -159,12 +166,14 @@ def test_run_steps_are_lines_when_no_live_panel_shows() -> None:
     progress.event("generation", generation=1, step="select")
     progress.event("experiment_done", experiment="g1e1", status="ok", kernel="k3", geomean_us=0.000012)
     progress.event("generation_done", generation=1, best="k3", best_geomean_us=0.000012, improved=True, stop_reason=None)
+    progress.event("verified", kernel="k3", ratio=0.7780118827364341)  # an event without its own wording
     lines = out.getvalue().splitlines()
     assert [line.split(" ", 1)[1] for line in lines] == [
         "seed k0: 11618 µs",
         "generation 1: selecting a base and a reference",
         "g1e1: done, ok 0.000012 µs (k3)",
         "generation 1 done: best k3 0.000012 µs, improved",
+        "verified kernel=k3 ratio=0.778",
     ]
 
 

@@ -45,7 +45,7 @@ def test_archive_is_safe_across_threads_and_counts_spend(tmp_path: Path) -> None
     def add(i: int) -> None:
         archive.add_kernel(record(geo=float(i + 1)))
         archive.add_llm_call(
-            {"role": "coder", "model": "m", "ok": True, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.5}
+            {"role": "coder", "model": "m", "ok": i % 4 != 0, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.5}
         )
 
     threads = [threading.Thread(target=add, args=(i,)) for i in range(16)]
@@ -55,8 +55,8 @@ def test_archive_is_safe_across_threads_and_counts_spend(tmp_path: Path) -> None
         t.join()
     assert sorted(k.id for k in archive.kernels()) == sorted(f"k{i}" for i in range(16))
     spend = archive.spend()
-    assert (spend.calls, spend.tokens, spend.cost_usd) == (16, 240, 8.0)
-    assert archive.spend_by_role()["coder"].calls == 16
+    assert (spend.calls, spend.failed, spend.tokens, spend.cost_usd) == (16, 4, 240, 8.0)
+    assert (archive.spend_by_role()["coder"].calls, archive.spend_by_role()["coder"].failed) == (16, 4)
 
 
 def test_directives_and_memoised_steps(tmp_path: Path) -> None:
