@@ -46,7 +46,9 @@ def split_run_and_kernels(args: list[str], kernels: int, runs_dir: Path | None) 
 
 
 def show_command(
-    args: list[str] = typer.Argument(None, help="[RUN] [KERNEL]: the run (default: the latest) and a kernel id (default: its best)."),
+    args: list[str] = typer.Argument(
+        None, metavar="[RUN] [KERNEL]", help="The run (default: the latest) and a kernel id (default: its best)."
+    ),
     diff: bool = typer.Option(False, "--diff", help="Also show the diff from the kernel's parent."),
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
@@ -85,7 +87,7 @@ def show_command(
 
 
 def compare_command(
-    args: list[str] = typer.Argument(..., help="[RUN] A B: the run (default: the latest) and two kernel ids."),
+    args: list[str] = typer.Argument(..., metavar="[RUN] A B", help="The run (default: the latest) and two kernel ids."),
     retime: bool = typer.Option(
         True, "--retime/--stored", help="Time both again now, one after the other (default), or show stored figures."
     ),
