@@ -44,6 +44,10 @@ class SandboxSettings(BaseModel):
     cluster_resources: dict[str, float] = Field(
         default_factory=dict, description="Ray resources each evaluation needs, e.g. {'gfx942': 1}."
     )
+    verify_wins: bool = Field(
+        default=True,
+        description="Crown a new best only when a side-by-side timing against the old best says it is faster.",
+    )
 
 
 class LLMSettings(BaseModel):

@@ -11,7 +11,7 @@ from langgraph.types import Send
 
 from agents.researcher import research_query
 from agents.schemas import ResearchPlan, Selection
-from graph import control
+from graph import control, verify
 from graph.archive import KernelRecord
 from graph.context import RunContext
 from graph.experiment import run_experiment
@@ -192,11 +192,34 @@ def experiment(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, 
     return {"results": [result]}
 
 
+def verified_best(ctx: RunContext, best_id: str | None) -> KernelRecord | None:
+    """The leaderboard's top when it is the run's best already, or when a side-by-side timing against
+    that best confirms it is faster (graph/verify.py); otherwise the best stays."""
+    leader = ctx.archive.best()
+    current = ctx.archive.kernel(best_id) if best_id else None
+    if leader is None or current is None or leader.id == current.id or not ctx.config.sandbox.verify_wins:
+        return leader
+    return leader if _side_by_side(ctx, leader, current).confirmed else current
+
+
+def _side_by_side(ctx: RunContext, kernel: KernelRecord, base: KernelRecord) -> verify.Verification:
+    """The pair's measurement: the one already kept, or a new one (recorded in the archive)."""
+    check = verify.known(ctx.archive, kernel, base)
+    if check is None:
+        ctx.progress.event("verify", kernel=kernel.id, step=f"timing {kernel.id} beside {base.id}")
+        verdict = ctx.evaluator.verify(kernel, base)
+        check = verify.from_verdict(verdict, kernel, base, str(ctx.run_dir))
+        verify.record(ctx.archive, check)
+        log.info("side by side: %s", check.describe())
+        ctx.progress.event("verified", kernel=kernel.id, base=base.id, ratio=check.ratio, difference=check.difference)
+    return check
+
+
 def collect(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     generation = state["generation"]
     results = [r for r in state.get("results", []) if r.get("generation") == generation]
-    best = ctx.archive.best()
+    best = verified_best(ctx, state.get("best_id"))
     previous = state.get("best_geomean_us")
     improved = best is not None and (previous is None or best.geomean_us < previous * (1 - MIN_IMPROVEMENT))
     stale = 0 if improved else state.get("stale", 0) + 1
@@ -218,6 +241,9 @@ def collect(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     )
     stop = _stop_reason(ctx, generation, stale, elapsed, spend.tokens, spend.cost_usd, results)
     stop = control.at_boundary(ctx, stop)  # a pause or stop asked for from a chat or another process
+    seed_kernel = ctx.archive.seed()
+    if stop and best is not None and seed_kernel is not None and best.id != seed_kernel.id and ctx.config.sandbox.verify_wins:
+        _side_by_side(ctx, best, seed_kernel)  # the run's headline: its best against the seed, side by side
     ctx.progress.event(
         "generation_done",
         generation=generation,

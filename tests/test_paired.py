@@ -45,3 +45,32 @@ def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -
     assert verdict.status is Status.ok, verdict.message
     assert all(b.paired is not None and b.paired.error and b.paired.ratio is None for b in verdict.benchmarks)
     assert verdict.summary.paired is None
+
+
+@pytest.mark.slow
+def test_a_run_crowns_a_new_leader_only_when_the_side_by_side_timing_confirms_it(tmp_path: Path) -> None:
+    from graph import verify
+    from graph.archive import Archive, KernelRecord, sha256_text
+    from graph.config import SandboxSettings
+    from graph.evaluation import RunEvaluator
+    from sandbox.problem import load_problem
+
+    archive = Archive(tmp_path / "run.db")
+    evaluator = RunEvaluator.for_run(archive, tmp_path, load_problem("vector_add", "cpu").path, "cpu",
+                                     SandboxSettings(timing_budget_s=0.6))
+    kernels = {}
+    for repeat in (1, 3):
+        source = _kernel(tmp_path, repeat).read_text()
+        kernels[repeat] = KernelRecord(id=f"k{repeat}", generation=0, origin="seed", summary="", source=source,
+                                       sha256=sha256_text(source), status="ok", experiment_id="x")
+    try:
+        verdict = evaluator.verify(kernels[1], kernels[3])
+    finally:
+        evaluator.close()
+    check = verify.from_verdict(verdict, kernels[1], kernels[3], str(tmp_path))
+    assert check.confirmed, check.describe()
+    assert check.ratio_ci is not None and check.ratio_ci[0] > 1.1
+    assert check.command.endswith("k1 --against k3")
+    verify.record(archive, check)
+    assert verify.known(archive, kernels[1], kernels[3]) == check
+    assert verify.known(archive, kernels[3], kernels[1]) is None  # the pair has an order

@@ -178,7 +178,7 @@ class Evaluation:
         if sampled.hides_code() and (policy.forbidden_ops or policy.forbidden_symbols):
             self.reject("hidden-code", f"{sampled.hidden} of {sampled.samples} samples of the runner were in code with no "
                         "file behind it (a memfd, a deleted file, anonymous memory): what ran cannot be checked against "
-                        "the library code this problem forbids")
+                        f"the library code this problem forbids; mapped from {sampled.describe_hidden()}")
         if self.mode == "check":
             self.finish("ok", "all tests passed (timing skipped)")
         from sandbox.summary import summarise_benchmarks

@@ -39,11 +39,15 @@ class Sampled:
     samples: int = 0
     forbidden: Counter[tuple[str, str]] = field(default_factory=Counter)
     hidden: int = 0  # samples in code with no file behind it (memfd, deleted, anonymous)
+    hidden_in: Counter[str] = field(default_factory=Counter)  # where those samples were mapped from
     error: str | None = None
 
     def hides_code(self) -> bool:
         """More than a twentieth of the runner's time in code no one can look at."""
         return self.hidden > max(10, 0.05 * self.samples)
+
+    def describe_hidden(self) -> str:
+        return ", ".join(f"{path} ({n})" for path, n in self.hidden_in.most_common(3))
 
     def describe(self) -> str:
         hits = ", ".join(f"{sym} in {Path(dso).name} ({n})" for (dso, sym), n in self.forbidden.most_common(3))
@@ -192,6 +196,7 @@ class LibraryWatch:
             result.samples += 1
             if isinstance(sym, _Gone):
                 result.hidden += 1
+                result.hidden_in[dso] += 1
                 continue
             if not sym:
                 continue

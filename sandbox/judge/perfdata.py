@@ -108,18 +108,29 @@ class PerfData:
         self.attr = _read_attr(data)
         self.processes: dict[int, _Process] = {}
         self.samples: list[tuple[int, int, int]] = []  # (pid, ip, time)
+        # Records come per CPU buffer, not in time order: a child's exec can be read after its new
+        # mappings. Process changes are applied in time order, as perf itself sorts them.
+        changes: list[tuple[int, int, int, int, int, int]] = []
         for kind, misc, body, end in _records(data):
             if kind == _SAMPLE:
                 self._sample(data, body)
-            elif kind in (_MMAP, _MMAP2):
+            elif kind in (_MMAP, _MMAP2, _FORK, _COMM):
+                changes.append((self._time_of(data, end), len(changes), kind, misc, body, end))
+        for _time, _seq, kind, misc, body, end in sorted(changes):
+            if kind in (_MMAP, _MMAP2):
                 self._mmap(data, kind, misc, body, end)
             elif kind == _FORK:
                 pid, ppid = struct.unpack_from("<II", data, body)
                 if pid != ppid and ppid in self.processes:  # a new process starts with its parent's code
                     self.processes[pid] = _Process(list(self.processes[ppid].maps))
-            elif kind == _COMM and misc & _COMM_EXEC:
+            elif misc & _COMM_EXEC:
                 pid = struct.unpack_from("<I", data, body)[0]
                 self.processes[pid] = _Process()
+
+    def _time_of(self, data: bytes, end: int) -> int:
+        """A non-sample record's time, from its trailing sample_id (0 where the file has none)."""
+        at = self.attr.trailer_time_offset(end)
+        return struct.unpack_from("<Q", data, at)[0] if at is not None and at + 8 <= end else 0
 
     def _sample(self, data: bytes, body: int) -> None:
         pos = body + (8 if self.attr.sample_type & _IDENTIFIER else 0)
@@ -140,8 +151,7 @@ class PerfData:
                 return
             if not misc & _MMAP_BUILD_ID:
                 inode = struct.unpack_from("<Q", data, body + 40)[0]
-        time_at = self.attr.trailer_time_offset(end)
-        time = struct.unpack_from("<Q", data, time_at)[0] if time_at is not None and time_at >= name_at else 0
+        time = self._time_of(data, end)
         path = _cstring(data, name_at, end)
         self.processes.setdefault(pid, _Process()).maps.append(Mapping(addr, addr + length, pgoff, path, time, inode))
 

@@ -112,6 +112,10 @@ class RunnerSession:
         self.host_pid: int | None = None
         # The runner imports torch while the judge does the same: its greeting is read at first use.
         self._greeted = False
+        # CPU seconds the runner used between answering a batch and receiving the next one, when it
+        # has nothing to do: work a candidate left running after its calls returned.
+        self.idle_cpu_s = 0.0
+        self._answered_cpu: float | None = None
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -152,10 +156,14 @@ class RunnerSession:
             request["recipe"] = recipe
         else:
             request.update(data=data, out=out_region)
+        now_cpu = self.cpu_seconds()
+        if self._answered_cpu is not None and now_cpu is not None:
+            self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
         started = time.perf_counter_ns()
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
+        self._answered_cpu = self.cpu_seconds()
         if reply.get("i") != index or reply.get("op") not in ("done", "error"):
             raise RunnerBroke(f"expected the answer to call {index}, got {str(reply)[:200]}")
         return _call_of(reply, rtt)
@@ -168,10 +176,14 @@ class RunnerSession:
         tensor of `out_bytes` bytes."""
         request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes,
                    "out_path": out_path}
+        now_cpu = self.cpu_seconds()
+        if self._answered_cpu is not None and now_cpu is not None:
+            self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
         started = time.perf_counter_ns()
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
+        self._answered_cpu = self.cpu_seconds()
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")
@@ -231,7 +243,20 @@ class RunnerSession:
 
     # -- the channel ------------------------------------------------------------------------
 
+    def cpu_seconds(self) -> float | None:
+        """The runner's CPU time so far (all its threads, and children it has waited for), from /proc."""
+        if self.host_pid is None:
+            return None
+        try:
+            with open(f"/proc/{self.host_pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS
+        except (OSError, ValueError, IndexError):
+            return None
+
     def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        if message.get("op") != "batch":  # the runner has work of the judge's to do: not idle
+            self._answered_cpu = None
         try:
             protocol.send(self.sock, message, fds=fds)
         except OSError as exc:  # the runner is gone (a broken pipe): say how it ended
@@ -302,6 +327,9 @@ def _call_of(reply: dict[str, Any], rtt: float) -> Call:
 def _trace(reply: dict[str, Any]) -> str:
     trace = reply.get("trace")
     return f"\n{str(trace)[-4000:]}" if trace else ""
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def runner_host_pid(top: int) -> int | None:

@@ -43,6 +43,10 @@ BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
 # believed: a factor (host work the events do not see, scheduling) and a floor in microseconds.
 BOUND_FACTOR = {"cpu": 1.2, "gpu": 1.25}
 BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
+# CPU time the runner may use while it has no call to run (between a batch's answer and the next
+# batch: the collector, a thread pool going to sleep), in seconds and as a share of its calls' time.
+IDLE_CPU_FLOOR_S = 0.05
+IDLE_CPU_SHARE = 0.2
 
 
 @dataclass
@@ -212,10 +216,11 @@ class Track:
     judged: list[float] = field(default_factory=list)  # per batch: the judge's round trip less the overhead
     sizes: list[int] = field(default_factory=list)
     done: int = 0
+    idle_cpu_start: float = 0.0
 
     @classmethod
     def start(cls, judge: Judge, shape: Shape, calibration: Calibration) -> Track:
-        return cls(judge, shape, calibration, judge.secret.between(3, 6))
+        return cls(judge, shape, calibration, judge.secret.between(3, 6), idle_cpu_start=judge.session.idle_cpu_s)
 
     def step(self, recipes: list[dict[str, Any]] | None = None) -> bool:
         """One batch (on these recipes, when another kernel gets the same inputs); True when it was timed."""
@@ -257,6 +262,15 @@ class Track:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
         kind = "cpu" if self.judge.device == "cpu" else "gpu"
         bound = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, kind)
+        idle = self.judge.session.idle_cpu_s - self.idle_cpu_start
+        bound["judge"]["idle_cpu_ms"] = round(idle * 1e3, 1)
+        calls_s = sum(self.reported) / 1e6
+        if idle > IDLE_CPU_FLOOR_S + IDLE_CPU_SHARE * calls_s:
+            raise IntegrityViolation(
+                "work-after-return",
+                f"the runner used {idle * 1e3:.0f} ms of CPU while it had no call to run (its calls took "
+                f"{calls_s * 1e3:.0f} ms in all): work went on after the calls returned",
+            )
         return summarise(self.samples).to_dict() | bound | {"reps": sum(self.sizes)}
 
 

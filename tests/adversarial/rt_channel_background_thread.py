@@ -4,8 +4,8 @@ The call itself takes microseconds on the runner's clock; the addition happens i
 is still running when the call returns (and overlaps the next call). The judge reads outputs
 after the batch answers and bounds the batch's time with its own clock.
 
-Known gap (not in tests/test_redteam.py): on 2026-11-23 this ended `ok` (geomean 1975 µs on this
-2-core machine); the work overlapping the judge's own reading of the answer is not bounded.
+Stopped by the runner's CPU time while it has no call to run (sandbox/judge/timed.py: the judge
+reads it from /proc between a batch's answer and the next batch): `work-after-return`.
 """
 import threading
 
