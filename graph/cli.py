@@ -17,6 +17,7 @@ from graph.report_cli import report_command, status_command
 from graph.run_cli import export_command, run_command
 from graph.show_cli import compare_command, show_command
 from graph.terminal import console, fail, setup_logging
+from graph.verify_cli import verify_command
 from knowledge.cli import kb_app
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app.command("report")(report_command)
 app.command("status")(status_command)
 app.command("show")(show_command)
 app.command("compare")(compare_command)
+app.command("verify")(verify_command)
 
 
 @app.callback()

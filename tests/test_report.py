@@ -205,6 +205,25 @@ def test_compare_times_both_kernels_again(run: tuple[RunHandle, Archive]) -> Non
         assert re.search(r"\d\.\d\dx", row) and row.count("–") == 2, row
 
 
+def test_verify_times_the_best_beside_the_seed_and_keeps_the_measurement(run: tuple[RunHandle, Archive]) -> None:
+    from graph import verify
+
+    handle, archive = run
+    best, seed = archive.best(), archive.seed()
+    before = len(verify.verifications(archive))
+    result = runner.invoke(app, ["verify", str(handle.run_dir), best.id], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert f"{best.id} beside {seed.id}" in result.output
+    for shape in seed.benchmarks:
+        row = next(line for line in result.output.splitlines() if line.strip(" │|").startswith(shape))
+        assert re.search(r"\d\.\d{3}×", row) and re.search(r"\d\.\d{3}–\d\.\d{3}", row), row
+    kept = verify.verifications(archive)
+    assert len(kept) == before + 1 and kept[-1].kernel_id == best.id and kept[-1].base_id == seed.id
+    assert kept[-1].difference in ("faster", "slower", "no measurable difference")
+    refused = runner.invoke(app, ["verify", str(handle.run_dir), seed.id])
+    assert refused.exit_code == 2 and "is the base itself" in refused.output
+
+
 def test_a_run_whose_seed_fails_still_gets_a_report(tmp_path: Path) -> None:
     seed = tmp_path / "seed.py"
     seed.write_text(BROKEN_SOURCE)
