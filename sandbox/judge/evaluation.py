@@ -164,11 +164,18 @@ class Evaluation:
         watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())])
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
+        # The base is sampled too, though nothing is judged from it: sampling costs its runner what
+        # it costs the candidate's, so the pair is timed under the same conditions.
+        base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
+        if self.base_judge is not None and self.base_judge.session.host_pid is not None:
+            base_watch.data.parent.mkdir(exist_ok=True)
+            base_watch.start(self.base_judge.session.host_pid)
         try:
             self._check(problem)
             if self.mode == "full":
                 self._time(problem, calibrations, device)
         finally:
+            base_watch.discard()
             sampled = watch.stop(patterns_for(policy.forbidden_ops, policy.forbidden_symbols))
             self.result["integrity"]["protections"]["library_use"] = (
                 f"sampled from outside the runner (perf, {sampled.samples} samples)" if sampled.error is None

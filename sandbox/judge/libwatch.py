@@ -156,6 +156,14 @@ class LibraryWatch:
         except OSError as exc:
             self.error = f"perf could not start: {exc}"
 
+    def discard(self) -> None:
+        """Stop sampling without reading what was sampled."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        self.data.unlink(missing_ok=True)
+
     def stop(self, patterns: list[re.Pattern[str]]) -> Sampled:
         if self.proc is None:
             return Sampled(error=self.error or "not started")
