@@ -207,8 +207,8 @@ def _side_by_side(ctx: RunContext, kernel: KernelRecord, base: KernelRecord) -> 
     check = verify.known(ctx.archive, kernel, base)
     if check is None:
         ctx.progress.event("verify", kernel=kernel.id, step=f"timing {kernel.id} beside {base.id}")
-        verdict = ctx.evaluator.verify(kernel, base)
-        check = verify.from_verdict(verdict, kernel, base, str(ctx.run_dir))
+        check = verify.combine([verify.from_verdict(ctx.evaluator.verify(kernel, base), kernel, base, str(ctx.run_dir))
+                                for _ in range(verify.TRIALS)])
         verify.record(ctx.archive, check)
         log.info("side by side: %s", check.describe())
         ctx.progress.event("verified", kernel=kernel.id, base=base.id, ratio=check.ratio, difference=check.difference)

@@ -4,8 +4,8 @@ Each verdict times one kernel alone; on a loaded host one median can be far off,
 crowned on it would steer every later generation. So when the leaderboard's top changes, the new
 leader and the best it would replace are evaluated once more, in a fresh judge, each in a runner
 of its own, timed in alternating rounds on the same fresh inputs (sandbox/judge/timed.py's
-run_paired). The speed-up base/candidate comes with a 95% interval; only "faster" (the interval
-above 1 by more than the noise floor) crowns the candidate. Every such measurement is kept in the
+run_paired), in `TRIALS` fresh judges. The speed-up base/candidate comes with a 95% interval; only
+"faster" in every one (the interval above 1 by more than the noise floor) crowns the candidate. Every such measurement is kept in the
 run's archive as a `Verification`, with the command that repeats it.
 """
 
@@ -44,6 +44,7 @@ class Verification(BaseModel):
     shapes: list[ShapeRatio] = Field(default_factory=list)
     host: dict[str, Any] | None = None
     reason: str = ""  # why the verification could not measure, when it could not
+    trials: list[dict[str, Any]] = Field(default_factory=list)  # each fresh judge's own measurement
     command: str = ""
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
@@ -76,6 +77,38 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
         shapes=shapes, host=verdict.host, reason="; ".join(reasons)[:1000],
         command=f"kernel-scientist verify {run_dir} {kernel.id} --against {base.id}",
     )
+
+
+# Fresh judges a verification takes, each a paired evaluation of its own. One pair of runner
+# processes can favour one of them for its whole life (where its memory lies, its core): on an idle
+# 2-core host identical kernels were told apart by a single paired evaluation in 2 trials of 8, so
+# a win must hold in each of these independent measurements.
+TRIALS = 2
+
+
+def combine(checks: list[Verification]) -> Verification:
+    """Measurements of one pair in several fresh judges: a difference only where every one agrees;
+    the ratio their geometric mean, the interval the span of theirs."""
+    first = checks[0]
+    differences = {c.difference for c in checks}
+    ratios = [c.ratio for c in checks if c.ratio]
+    spans = [c.ratio_ci for c in checks if c.ratio_ci]
+    agreed = differences.pop() if len(differences) == 1 else "no measurable difference"
+    measured = len(ratios) == len(checks)
+    ratio = None
+    if measured:
+        product = 1.0
+        for r in ratios:
+            product *= r
+        ratio = product ** (1 / len(ratios))
+    return first.model_copy(update={
+        "status": next((c.status for c in checks if c.status != "ok"), "ok"),
+        "ratio": ratio,
+        "ratio_ci": (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if measured and spans else None,
+        "difference": agreed if measured else "not measured",
+        "reason": "; ".join(c.reason for c in checks if c.reason)[:1000],
+        "trials": [c.model_dump(mode="json", include={"ratio", "ratio_ci", "difference", "host"}) for c in checks],
+    })
 
 
 def record(archive: Archive, verification: Verification) -> None:

@@ -74,3 +74,21 @@ def test_a_run_crowns_a_new_leader_only_when_the_side_by_side_timing_confirms_it
     verify.record(archive, check)
     assert verify.known(archive, kernels[1], kernels[3]) == check
     assert verify.known(archive, kernels[3], kernels[1]) is None  # the pair has an order
+
+
+def test_a_win_must_hold_in_every_fresh_judge() -> None:
+    from graph import verify
+
+    def one(ratio: float, lo: float, hi: float, difference: str) -> verify.Verification:
+        return verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256="b", base_sha256="a", status="ok",
+                                   ratio=ratio, ratio_ci=(lo, hi), difference=difference)
+
+    both = verify.combine([one(1.3, 1.2, 1.4, "faster"), one(1.2, 1.1, 1.3, "faster")])
+    assert both.confirmed and both.ratio_ci == (1.1, 1.4) and abs(both.ratio - (1.3 * 1.2) ** 0.5) < 1e-9
+    assert len(both.trials) == 2
+    split = verify.combine([one(1.3, 1.2, 1.4, "faster"), one(1.0, 0.95, 1.05, "no measurable difference")])
+    assert not split.confirmed and split.difference == "no measurable difference"
+    failed = verify.combine([one(1.3, 1.2, 1.4, "faster"),
+                             verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256="b", base_sha256="a",
+                                                 status="timeout", reason="time phase exceeded its limit")])
+    assert not failed.confirmed and failed.status == "timeout" and "limit" in failed.reason

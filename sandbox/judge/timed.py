@@ -305,9 +305,12 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     base_failed: str | None = None  # the base's failure ends the pairing, never the candidate's verdict
     timer = Timer(first.judge.device, TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=1))
     while True:
-        recipes = [dict(first.judge.recipe(first.shape.bases[0], first.shape.buffers), key=first.shape.key, slot=j)
-                   for j in range(first.shape.batch)]
+        # The kernel that goes first in a round also draws its inputs and times the reference on them:
+        # every role alternates, so no position favours either kernel.
         order = tracks if rounds % 2 == 0 else tracks[::-1]
+        lead = order[0]
+        recipes = [dict(lead.judge.recipe(lead.shape.bases[0], lead.shape.buffers), key=lead.shape.key, slot=j)
+                   for j in range(lead.shape.batch)]
         timed = []
         for track in order:
             if track is second and base_failed:
@@ -321,7 +324,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         if len(timed) == 2 and all(timed):
             ratios.append(second.samples[-1] / first.samples[-1] if first.samples[-1] > 0 else math.inf)
             if reference:
-                reference_us.append(_reference_once(first.judge, first.shape, recipes[0], timer))
+                reference_us.append(_reference_once(lead.judge, lead.shape, recipes[0], timer))
         rounds += 1
         live = [first] if base_failed else tracks
         calls = min(sum(t.sizes) for t in live)
