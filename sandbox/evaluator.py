@@ -34,7 +34,7 @@ from typing import Any
 from sandbox import profiled, rocprof
 from sandbox.judge.procs import descendants
 from sandbox.problem import load_problem
-from sandbox.verdict import Status, SubmissionInfo, Verdict
+from sandbox.verdict import ProblemInfo, Status, SubmissionInfo, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,11 @@ def evaluate(
         _STANDBY.prepare(env, options.warm_workers)
 
     wall = time.perf_counter() - started
-    base = {"target": options.target, "submission": info, "log_tail": log_tail, "wall_seconds": wall}
+    base: dict[str, Any] = {"target": options.target, "submission": info, "log_tail": log_tail, "wall_seconds": wall}
+    # Verdicts the judge could not write itself still say what was evaluated, and on which shape it ended.
+    known: dict[str, Any] = {"problem": ProblemInfo(name=spec.name, kind=spec.kind, path=str(spec.path), ranking_by=spec.ranking_by),
+             "environment": _requested_environment(options)}
+    on_shape = f" (shape {outcome.last_shape})" if outcome.last_shape else ""
     guards = protections(options)
     if outcome.result is not None:
         payload = dict(outcome.result)
@@ -267,19 +271,21 @@ def evaluate(
         return Verdict(
             status=Status.resource_limit,
             message=(
-                f"memory use reached {outcome.memory_mb:.0f} MB, over the {options.memory_limit_mb} MB limit; "
-                f"worker killed during {outcome.last_phase or 'build'}"
+                f"memory use reached {outcome.memory_mb:.0f} MB, over the {options.memory_limit_mb} MB limit, "
+                f"during the {outcome.last_phase or 'build'} phase{on_shape}; the candidate was stopped"
             ),
             phases=outcome.phases,
             **base,
+            **known,
         )
     if outcome.timed_out_phase:
         limit = options.limits.for_phase(outcome.timed_out_phase)
         return Verdict(
             status=Status.timeout,
-            message=f"{outcome.timed_out_phase} phase exceeded its {limit:g} s limit; worker killed",
+            message=f"the {outcome.timed_out_phase} phase{on_shape} exceeded its {limit:g} s limit; the candidate was stopped",
             phases=outcome.phases,
             **base,
+            **known,
         )
     code = outcome.returncode
     if code is not None and code < 0:
@@ -288,15 +294,28 @@ def evaluate(
         except ValueError:
             how = f"killed by signal {-code}"
     else:
-        how = f"exited with code {code} without a result"
+        how = f"exited with code {code} before giving a verdict"
     phase = outcome.last_phase or "start-up"
     return Verdict(
         status=Status.crash,
-        message=f"worker {how} during {phase}",
+        message=f"the evaluation {how} during the {phase} phase{on_shape}",
         phases=outcome.phases,
         errors=[log_tail[-2000:]] if log_tail else [],
         **base,
+        **known,
     )
+
+
+def _requested_environment(options: EvalOptions) -> dict[str, Any]:
+    """What is known of the environment without the judge: the torch installed and the device asked for."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = None
+    device = "cpu" if options.target == "cpu" else f"gpu {options.gpu}" if options.gpu is not None else "gpu"
+    return {"torch": torch_version, "device": device}
 
 
 @dataclass
@@ -307,6 +326,7 @@ class _Outcome:
     last_phase: str | None = None
     phases: dict[str, float] = field(default_factory=dict)
     memory_mb: float | None = None  # set when the memory limit was exceeded
+    last_shape: str | None = None  # the shape the judge last said it started
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -436,6 +456,8 @@ class _Worker:
                         phase, phase_started = str(event["phase"]), now
                         outcome.last_phase = phase
                         deadline = now + limits.for_phase(phase) + BACKSTOP_GRACE_S
+                    if "shape_started" in event:
+                        outcome.last_shape = str(event["shape_started"])
                     if "result" in event:
                         outcome.result = event["result"]
                     if on_event is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def test_segfault_is_a_crash(name: str, tmp_path: Path) -> None:
     seed = load_problem(name, "cpu").seed_for("cpu")
     verdict = evaluate(name, write_broken(tmp_path, seed, "segfault"), CHECK)
     assert verdict.status == Status.crash
-    assert "SIGSEGV" in verdict.message and "check" in verdict.message
+    assert "SIGSEGV" in verdict.message and "during the check phase (shape " in verdict.message, verdict.message
 
 
 @pytest.mark.slow
@@ -91,7 +92,10 @@ def test_hang_is_killed_at_the_phase_limit(name: str, tmp_path: Path) -> None:
     options = EvalOptions(target="cpu", mode="check", limits=PhaseLimits(build=300, check=3, time=60))
     verdict = evaluate(name, write_broken(tmp_path, seed, "hangs"), options)
     assert verdict.status == Status.timeout
-    assert "check phase exceeded its 3 s limit" in verdict.message
+    # The message names the phase, the shape it ended on and the limit, in a user's words.
+    assert re.search(r"the check phase \(shape [^)]+\) exceeded its 3 s limit; the candidate was stopped", verdict.message), \
+        verdict.message
+    assert verdict.problem is not None and verdict.problem.name == name
     assert verdict.wall_seconds < 60
 
 

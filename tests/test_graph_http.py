@@ -51,7 +51,7 @@ def test_run_through_an_openai_compatible_server_with_faults(tmp_path: Path, mon
             parallel=1,
             tuner_per_generation=0,
             budgets=Budgets(generations=1, patience=None),
-            sandbox=SandboxSettings(timing_budget_s=0.2),
+            sandbox=SandboxSettings(timing_budget_s=0.2, verify_wins=False),
             llm=load_llm_settings(settings_file),
             use_knowledge=False,
         )

@@ -27,7 +27,7 @@ def scripted_run(tmp_path: Path, models: dict[str, Any], **overrides: Any) -> tu
         "parallel": 1,
         "tuner_per_generation": 0,
         "budgets": Budgets(generations=overrides.pop("generations", 1), patience=None),
-        "sandbox": SandboxSettings(timing_budget_s=0.2),
+        "sandbox": SandboxSettings(timing_budget_s=0.2, verify_wins=False),  # on where a test looks at it
         "llm": SCRIPTED,
         "use_knowledge": False,
     }
@@ -40,12 +40,18 @@ def scripted_run(tmp_path: Path, models: dict[str, Any], **overrides: Any) -> tu
 
 
 def test_scripted_run_improves_the_seed(tmp_path: Path) -> None:
+    from graph import verify
+
     models = scientist_models()
-    final, archive, handle = scripted_run(tmp_path, models)
+    final, archive, handle = scripted_run(tmp_path, models, sandbox=SandboxSettings(timing_budget_s=0.2))
     assert final["stop_reason"] == "generation budget reached (1)"
     seed, best = archive.seed(), archive.best()
     assert seed is not None and seed.ok
     assert best is not None and best.id != seed.id and best.origin == "llm"
+    # The new leader was timed beside the seed in two fresh judges before it became the run's best.
+    (check, *_) = [v for v in verify.verifications(archive) if v.kernel_id == best.id and v.base_id == seed.id]
+    assert check.confirmed and len(check.trials) == verify.TRIALS, check.describe()
+    assert final["best_id"] == best.id
     assert best.parents == [seed.id]
     assert seed.geomean_us / best.geomean_us > 1.2  # one thread, two exps -> all cores, one exp
     # Every role was asked, and every call is in the archive with its prompt and tokens.
@@ -203,7 +209,7 @@ def test_budgets_stop_the_run(tmp_path: Path, budgets: dict[str, Any], reason: s
         parallel=1,
         tuner_per_generation=0,
         budgets=Budgets(generations=5, **({"patience": None} | budgets)),
-        sandbox=SandboxSettings(timing_budget_s=0.1),
+        sandbox=SandboxSettings(timing_budget_s=0.1, verify_wins=False),
         llm=priced,
         use_knowledge=False,
     )

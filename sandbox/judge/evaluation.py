@@ -52,6 +52,7 @@ class Evaluation:
                                        "errors": [], "phases": {}, "integrity": {"findings": [], "violation": None}}
         self.phase_name = ""
         self.phase_started = time.perf_counter()
+        self.shape: str | None = None
         self.session: RunnerSession | None = None
         self.judge: Judge | None = None
         # With `paired_with`: the base kernel, in a runner (and a sandbox) of its own, timed beside the candidate.
@@ -71,6 +72,11 @@ class Evaluation:
                 judge.deadline = time.monotonic() + float(self.limits.get(name, 300.0))
         self.events.send(phase=name)
 
+    def _starting(self, shape: str) -> None:
+        """The shape now under way: named in the verdict if the runner dies or runs out of time on it."""
+        self.shape = shape
+        self.events.send(shape_started=shape)
+
     def finish(self, status: str, message: str) -> None:
         self.result.update(status=status, message=message)
         raise Stop
@@ -88,9 +94,11 @@ class Evaluation:
             pass
         except RunnerLate:
             limit = self.limits.get(self.phase_name, 0)
-            self.result.update(status="timeout", message=f"{self.phase_name} phase exceeded its {limit:g} s limit; runner killed")
+            self.result.update(status="timeout", message=f"the {self.phase_name} phase{self._on_shape()} exceeded its "
+                                                         f"{limit:g} s limit; the candidate was stopped")
         except RunnerGone as exc:
-            self.result.update(status="crash", message=f"runner {exc.how} during {self.phase_name}")
+            self.result.update(status="crash", message=f"the candidate's process {exc.how} during the "
+                                                       f"{self.phase_name} phase{self._on_shape()}")
         except RunnerBroke as exc:
             self.result["integrity"]["violation"] = {"rule": "protocol", "reason": str(exc)[:500], "shape": None}
             self.result.update(status="rejected", message=f"the runner broke the protocol: {str(exc)[:300]}")
@@ -101,6 +109,9 @@ class Evaluation:
             self.result["phases"][self.phase_name] = round(now - self.phase_started, 4)
         self.result["build"] = {"records": self.session.build_records if self.session else []}
         return self.result
+
+    def _on_shape(self) -> str:
+        return f" (shape {self.shape})" if self.shape and self.phase_name in ("check", "time") else ""
 
     def _close(self) -> None:
         if self.session is not None:
@@ -259,6 +270,7 @@ class Evaluation:
         failed = []
         for params, case in cases:
             label = problem.shape_label(params) + (f" [{case.get('name', 'adversarial values')}]" if case else "")
+            self._starting(label)
             started = time.perf_counter()
             try:
                 outcome = self.judge.check(params, case)
@@ -325,6 +337,7 @@ class Evaluation:
         assert self.judge is not None
         for params in problem.benchmarks:
             label = problem.shape_label(params)
+            self._starting(label)
             calibration = calibrations[label]
             shape = timed.prepare(self.judge, params, batch=calibration.batch)  # fresh secret seeds
             try:
