@@ -80,6 +80,9 @@ def _secret_free_env(gpu: bool) -> dict[str, str]:
         # Idle OpenMP threads sleep rather than spin after a parallel region: a runner that waits for
         # the judge leaves the cores to the judge, whose clock bounds the runner's figures.
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # numpy's OpenBLAS keeps its own threads, which spin after each call by default: the same,
+        # and a spinning pool would read as work left running after the calls returned.
+        env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     return env
 
 
