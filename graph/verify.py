@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from graph.archive import Archive, KernelRecord
+from sandbox.summary import geomean
 from sandbox.verdict import Verdict
 
 _META_KEY = "verifications"
@@ -95,15 +96,9 @@ def combine(checks: list[Verification]) -> Verification:
     spans = [c.ratio_ci for c in checks if c.ratio_ci]
     agreed = differences.pop() if len(differences) == 1 else "no measurable difference"
     measured = len(ratios) == len(checks)
-    ratio = None
-    if measured:
-        product = 1.0
-        for r in ratios:
-            product *= r
-        ratio = product ** (1 / len(ratios))
     return first.model_copy(update={
         "status": next((c.status for c in checks if c.status != "ok"), "ok"),
-        "ratio": ratio,
+        "ratio": geomean(ratios) if measured else None,
         "ratio_ci": (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if measured and spans else None,
         "difference": agreed if measured else "not measured",
         "reason": "; ".join(c.reason for c in checks if c.reason)[:1000],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +298,7 @@ class Evaluation:
         judge, base_judge = self.judge, self.base_judge
         if base_judge is None or base_calibration is None:
             return _retry_once(lambda: timed.run(judge, shape, policy, calibration))
-        base_shape = timed.Shape(**{**shape.__dict__, "batch": shape.batch})
+        base_shape = replace(shape)  # the same sets and buffers: both kernels get the same inputs
         if base_judge.resident_inputs:
             timed._hand_over(base_judge, base_shape)
 
