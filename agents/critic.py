@@ -10,6 +10,7 @@ from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, Explanation, Review
 from agents.views import KernelView, shape_table
+from sandbox.summary import num, unpaired_ratio
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +30,26 @@ class RunOutcome:
         a, b = self.base.geomean_us, self.candidate.geomean_us
         return a / b if a and b and self.candidate.ok else None
 
+    @property
+    def difference(self) -> str:
+        """faster, slower, or no measurable difference: the two timings' intervals decide."""
+        if not self.candidate.ok:
+            return "not measured"
+        compared = unpaired_ratio(self.base.geomean_us, self.base.geomean_ci_us, self.candidate.geomean_us,
+                                  self.candidate.geomean_ci_us)
+        return compared[2] if compared else "not measured"
+
     def describe(self) -> str:
         c = self.candidate
         if not c.ok:
             return f"{c.status}: {c.message[:500]}"
-        gain = self.speedup
-        return f"correct; geometric mean {c.geomean_us:.4g} µs against the base's " + (
-            f"{self.base.geomean_us:.4g} µs ({gain:.3g}x)" if gain else "(base not timed)"
-        )
+        compared = unpaired_ratio(self.base.geomean_us, self.base.geomean_ci_us, c.geomean_us, c.geomean_ci_us)
+        if compared is None:
+            return f"correct; geometric mean {c.time_text()} (base not timed)"
+        gain, interval, said = compared
+        within = f" [{num(interval[0])}–{num(interval[1])}]" if interval else ""
+        return (f"correct; geometric mean {c.time_text()} against the base's {self.base.time_text()}: "
+                f"{num(gain)}x{within}, {said}")
 
 
 def expected_range(plan: ExperimentPlan) -> str:
@@ -54,6 +67,9 @@ def fallback_explanation(plan: ExperimentPlan, outcome: RunOutcome) -> Explanati
     if gain is None:
         why = f"The candidate did not produce a timed, correct result ({outcome.describe()})."
         lesson = "Fix the cause above before building on this plan."
+    elif outcome.difference == "no measurable difference":
+        why = f"Measured {gain:.3g}x, within the timings' noise, against the expected {expected_range(plan)}."
+        lesson = "No measurable effect in this form: neither a gain nor a loss to build on."
     elif gain >= 1.0:
         why = f"Measured {gain:.3g}x against the expected {expected_range(plan)}."
         lesson = "The change helps; later experiments can build on it."

@@ -8,7 +8,7 @@ from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, ResearchPlan
-from agents.views import KernelView, ProblemView, directives_text, fmt_us, shape_table
+from agents.views import KernelView, ProblemView, directives_text, shape_table
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,10 @@ class Researcher:
             hardware=problem.hardware or "(not given)",
             roofline=problem.roofline or "(not given)",
             base_id=base.id,
-            base_time=fmt_us(base.geomean_us),
+            base_time=base.time_text(),
             base_source=base.source,
             reference_id=reference.id if reference else "(none)",
-            reference_time=fmt_us(reference.geomean_us if reference else None),
+            reference_time=reference.time_text() if reference else "-",
             reference_source=reference.source if reference else "(none)",
             shape_table=shape_table(base, reference, (base.id, reference.id if reference else "-")),
             context=context or "(no literature or findings available)",

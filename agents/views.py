@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox.summary import num_interval
+
 
 class ProblemView(BaseModel):
     name: str
@@ -31,15 +33,18 @@ class KernelView(BaseModel):
     status: str
     message: str = ""
     geomean_us: float | None = None
+    geomean_ci_us: tuple[float, float] | None = None
+    noisy: bool = False
     benchmarks: dict[str, float] = Field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok" and self.geomean_us is not None
 
-
-def fmt_us(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g} µs"
+    def time_text(self) -> str:
+        """Its geometric mean with the 95% interval, marked when the host was busy while it was timed."""
+        text = num_interval(self.geomean_us, self.geomean_ci_us, "µs")
+        return text + " (timed on a busy host)" if self.noisy and self.geomean_us is not None else text
 
 
 def population_table(kernels: list[KernelView], limit: int = 40) -> str:
@@ -48,17 +53,19 @@ def population_table(kernels: list[KernelView], limit: int = 40) -> str:
     failed = [k for k in reversed(kernels) if not k.ok]
     rows = (ok + failed)[:limit]
     shapes = sorted({s for k in rows for s in k.benchmarks})
-    lines = ["| id | parents | origin | status | geomean µs | " + " | ".join(shapes) + " | summary |"]
+    lines = ["| id | parents | origin | status | geomean µs [95% interval] | " + " | ".join(shapes) + " | summary |"]
     lines.append("|" + " --- |" * (6 + len(shapes)))
     for k in rows:
         per_shape = " | ".join(f"{k.benchmarks[s]:.4g}" if s in k.benchmarks else "-" for s in shapes)
-        geo = f"{k.geomean_us:.4g}" if k.geomean_us is not None else "-"
+        geo = k.time_text().replace(" µs", "")
         summary = k.summary.replace("|", "/")[:120]
         lines.append(
             f"| {k.id} | {','.join(k.parents) or '-'} | {k.origin} | {k.status} | {geo} | {per_shape} | {summary} |"
         )
     if len(ok) + len(failed) > limit:
         lines.append(f"({len(ok) + len(failed) - limit} more not shown)")
+    if len(ok) > 1:
+        lines.append("Times whose intervals overlap are not measurably different; only a side-by-side timing ranks them.")
     return "\n".join(lines)
 
 

@@ -1,13 +1,16 @@
 """How often paired timing gets a known difference right, and how often it invents one.
 
-    python bench/paired_accuracy.py --trials 8 --ratios 1.0 1.1 [--load 0|1|2] [--out FILE]
+    python bench/paired_accuracy.py --trials 8 --ratios 1.0 1.1 [--load 0|1|2] [--target cpu|cuda] [--out FILE]
 
 Pairs of vector_add kernels whose true speed ratio is set by construction: the base repeats its
 pass over the data `r` times for every pass of the candidate (tests/fixtures/vector_add_repeat.py,
 single-threaded, so r = 1.1 is 11 passes against 10). Each trial is one paired evaluation
 (sandbox/judge/timed.py's run_paired: own runners, alternating rounds, same inputs). For r = 1 a
 trial is a false difference when it says "faster" or "slower"; for r > 1 it is right when it says
-"faster". `--load N` runs N busy processes per core beside the measurement.
+"faster". `verified` is what the run's verification makes of the trials taken `TRIALS` at a time
+(graph/verify.py: a difference only where every fresh judge agrees), the rule that crowns a best.
+`--load N` runs N busy processes per core beside the measurement; `--cores` pins the judges and
+their runners (sandbox/envinfo.py's parse_cores).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-FIXTURE = ROOT / "tests" / "fixtures" / "vector_add_repeat.py"
+FIXTURES = {"cpu": ROOT / "tests" / "fixtures" / "vector_add_repeat.py",
+            "cuda": ROOT / "tests" / "fixtures" / "vector_add_repeat_cuda.py"}
 PASSES = 10  # the candidate's passes over the data; the base makes PASSES * ratio
 
 
@@ -32,24 +36,43 @@ def _spin() -> None:
         pass
 
 
-def _kernel(folder: Path, passes: int) -> Path:
+def _kernel(folder: Path, passes: int, target: str) -> Path:
     path = folder / f"passes{passes}.py"
-    path.write_text(FIXTURE.read_text().replace("REPEAT = 1", f"REPEAT = {passes}"))
+    path.write_text(FIXTURES[target].read_text().replace("REPEAT = 1", f"REPEAT = {passes}"))
     return path
 
 
-def trial(candidate: Path, base: Path, budget: float) -> dict[str, object]:
+def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[int, ...] | None = None) -> dict[str, object]:
     from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 
-    options = EvalOptions(target="cpu", timing={"budget_s": budget, "warmup_s": 0.02, "min_reps": 12},
-                          limits=PhaseLimits(build=300, check=120, time=300), paired_with=str(base))
+    options = EvalOptions(target=target, timing={"budget_s": budget, "warmup_s": 0.02, "min_reps": 12},
+                          limits=PhaseLimits(build=300, check=120, time=300), paired_with=str(base), cores=cores)
     started = time.perf_counter()
     verdict = evaluate("vector_add", candidate, options)
     paired = verdict.summary.paired if verdict.summary else None
     return {"status": verdict.status.value, "seconds": round(time.perf_counter() - started, 2),
             "ratio": paired.ratio if paired else None, "ratio_ci": paired.ratio_ci if paired else None,
             "difference": paired.difference if paired else "not measured",
+            "rounds": [b.paired.rounds if b.paired else 0 for b in verdict.benchmarks],
+            "shapes": [{"shape": b.shape, "candidate_us": b.median_us, "ratio": b.paired.ratio, "ratio_ci": b.paired.ratio_ci,
+                        "round_ratios": b.paired.round_ratios} for b in verdict.benchmarks if b.paired],
             "noisy": bool(verdict.host and verdict.host.get("noisy"))}
+
+
+def verified(runs: list[dict[str, object]]) -> list[str]:
+    """What the run's verification (graph/verify.py: `TRIALS` fresh judges, combined) would have said,
+    taking the trials in groups of that size."""
+    from graph import verify
+
+    def check(run: dict[str, object]) -> verify.Verification:
+        return verify.Verification(kernel_id="candidate", base_id="base", kernel_sha256="", base_sha256="",
+                                   status=str(run["status"]), ratio=run["ratio"], ratio_ci=run["ratio_ci"],
+                                   difference=str(run["difference"]),
+                                   shapes=[verify.ShapeRatio.model_validate(s) for s in run.get("shapes") or []])  # type: ignore[attr-defined]
+
+    size = verify.TRIALS
+    return [verify.combine([check(r) for r in runs[i:i + size]]).difference
+            for i in range(0, len(runs) - size + 1, size)]
 
 
 def main() -> None:
@@ -57,26 +80,35 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--ratios", type=float, nargs="+", default=[1.0, 1.1])
     parser.add_argument("--load", type=int, default=0, help="busy processes per core beside the measurement")
-    parser.add_argument("--budget", type=float, default=0.5)
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per shape (the run's default)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--target", choices=sorted(FIXTURES), default="cpu")
+    parser.add_argument("--cores", default=None, help="pin the judges and runners to these cores, e.g. 1")
     args = parser.parse_args()
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load * (os.cpu_count() or 1))]
     for p in spinners:
         p.start()
-    results: dict[str, object] = {"load_per_core": args.load, "trials": args.trials, "ratios": {}}
+    from sandbox.envinfo import parse_cores
+
+    results: dict[str, object] = {"load_per_core": args.load, "trials": args.trials, "cores": args.cores, "ratios": {}}
     try:
         with tempfile.TemporaryDirectory(prefix="ks-paired-") as tmp:
-            candidate = _kernel(Path(tmp), PASSES)
+            candidate = _kernel(Path(tmp), PASSES, args.target)
             for ratio in args.ratios:
-                base = _kernel(Path(tmp), round(PASSES * ratio))
-                runs = [trial(candidate, base, args.budget) for _ in range(args.trials)]
+                base = _kernel(Path(tmp), round(PASSES * ratio), args.target)
+                cores = parse_cores(args.cores) if args.cores else None
+                runs = [trial(candidate, base, args.budget, args.target, cores) for _ in range(args.trials)]
                 said = [r["difference"] for r in runs]
+                pipeline = verified(runs)
                 summary = {"runs": runs, "faster": said.count("faster"), "slower": said.count("slower"),
                            "no_difference": said.count("no measurable difference"),
-                           "not_measured": said.count("not measured")}
+                           "not_measured": said.count("not measured"),
+                           "estimate_above_1": sum(1 for r in runs if r["ratio"] and float(r["ratio"]) > 1),  # type: ignore[arg-type]
+                           "verified": {d: pipeline.count(d) for d in sorted(set(pipeline))}}
                 results["ratios"][str(ratio)] = summary  # type: ignore[index]
                 print(json.dumps({"ratio": ratio, **{k: v for k, v in summary.items() if k != "runs"},
-                                  "seconds_per_trial": [r["seconds"] for r in runs]}), flush=True)
+                                  "seconds_per_trial": [r["seconds"] for r in runs],
+                                  "rounds": [r["rounds"] for r in runs]}), flush=True)
     finally:
         for p in spinners:
             p.terminate()

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS kernels (
     geomean_us REAL,
     speedup REAL,
     benchmarks TEXT NOT NULL DEFAULT '{}',
+    geomean_ci TEXT,
+    noisy INTEGER NOT NULL DEFAULT 0,
     verdict TEXT,
     static TEXT,
     tokens INTEGER NOT NULL DEFAULT 0,
@@ -114,8 +116,10 @@ CREATE TABLE IF NOT EXISTS findings (
 # Every kernel column but the verdict and static report, which only their own getters read.
 _KERNEL_COLUMNS = (
     "id, generation, experiment_id, attempt, origin, parents, plan, summary, source, sha256, status, message,"
-    " geomean_us, speedup, benchmarks, tokens, cost_usd, created_at"
+    " geomean_us, speedup, benchmarks, geomean_ci, noisy, tokens, cost_usd, created_at"
 )
+# Columns added after the first archives were written: (name, declaration), added where missing.
+_ADDED_KERNEL_COLUMNS = (("geomean_ci", "TEXT"), ("noisy", "INTEGER NOT NULL DEFAULT 0"))
 
 
 def utc_now() -> str:
@@ -142,6 +146,8 @@ class KernelRecord(BaseModel):
     status: str
     message: str = ""
     geomean_us: float | None = None
+    geomean_ci_us: tuple[float, float] | None = None  # 95% interval of the geometric mean
+    noisy: bool = False  # the host was contended while it was timed (sandbox/envinfo.py's host_state)
     speedup: float | None = None
     benchmarks: dict[str, float] = Field(default_factory=dict)  # shape label -> median µs
     tokens: int = 0
@@ -193,6 +199,14 @@ class Archive:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """An archive written before a column existed gets it (empty), so older runs still open."""
+        have = {row["name"] for row in self._conn.execute("PRAGMA table_info(kernels)")}
+        for name, declaration in _ADDED_KERNEL_COLUMNS:
+            if name not in have:
+                self._conn.execute(f"ALTER TABLE kernels ADD COLUMN {name} {declaration}")
 
     def close(self) -> None:
         with self._lock:
@@ -271,8 +285,8 @@ class Archive:
             record = record.model_copy(update={"id": f"k{seq}", "created_at": record.created_at or utc_now()})
             c.execute(
                 "INSERT INTO kernels (seq, id, generation, experiment_id, attempt, origin, parents, plan, summary,"
-                " source, sha256, status, message, geomean_us, speedup, benchmarks, verdict, static, tokens,"
-                " cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " source, sha256, status, message, geomean_us, speedup, benchmarks, geomean_ci, noisy, verdict, static,"
+                " tokens, cost_usd, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     seq,
                     record.id,
@@ -290,6 +304,8 @@ class Archive:
                     record.geomean_us,
                     record.speedup,
                     json.dumps(record.benchmarks),
+                    json.dumps(record.geomean_ci_us) if record.geomean_ci_us else None,
+                    int(record.noisy),
                     verdict_json,
                     json.dumps(static) if static is not None else None,
                     record.tokens,
@@ -327,8 +343,16 @@ class Archive:
         return [_kernel(r) for r in rows]
 
     def best(self) -> KernelRecord | None:
+        """The fastest single timing: the leaderboard's top, which a side-by-side timing may not confirm."""
         board = self.leaderboard(1)
         return board[0] if board else None
+
+    def run_best(self) -> KernelRecord | None:
+        """The kernel the run crowned (graph/verify.py: only a verified win replaces a best) at its
+        last finished generation; the leaderboard's top before any generation finished."""
+        rows = self._query("SELECT best_id FROM generations WHERE best_id IS NOT NULL ORDER BY generation DESC LIMIT 1")
+        crowned = self.kernel(rows[0]["best_id"]) if rows else None
+        return crowned if crowned is not None and crowned.ok else self.best()
 
     def seed(self) -> KernelRecord | None:
         rows = self._query(f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE origin = 'seed' ORDER BY seq LIMIT 1")
@@ -512,6 +536,8 @@ def _kernel(row: sqlite3.Row) -> KernelRecord:
         geomean_us=row["geomean_us"],
         speedup=row["speedup"],
         benchmarks=json.loads(row["benchmarks"]),
+        geomean_ci_us=tuple(json.loads(row["geomean_ci"])) if row["geomean_ci"] else None,
+        noisy=bool(row["noisy"]),
         tokens=row["tokens"],
         cost_usd=row["cost_usd"],
         created_at=row["created_at"],

@@ -27,7 +27,9 @@ from graph.run_data import (
     baselines,
     children,
     failure_reason,
+    headline,
     num,
+    num_interval,
     plan_title,
     ratio,
     shape_results,
@@ -161,7 +163,8 @@ class RunTools:
         """The run's state: status, budgets, best kernel, spend, directives, waiting plans."""
         a = self.archive
         status = control.run_status(a)
-        best, seed = a.best(), a.seed()
+        top = headline(a)
+        best, seed = top.best, top.seed
         base = baselines(a)
         spend = a.spend()
         lines = [
@@ -173,11 +176,12 @@ class RunTools:
         if status.stop_reason:
             lines.append(f"stopped: {status.stop_reason}")
         if best is not None:
-            lines.append(f"best kernel: [{best.id}] {num(best.geomean_us)} µs geometric mean ({plan_title(best)})")
+            lines.append(f"best kernel: [{best.id}] {num_interval(best.geomean_us, best.geomean_ci_us, 'µs')} geometric mean"
+                         f" with its 95% interval ({plan_title(best)})")
         if seed is not None and seed.ok:
-            lines.append(f"seed: [{seed.id}] {num(seed.geomean_us)} µs")
-            if best is not None and best.geomean_us:
-                lines.append(f"best over seed: {ratio(seed.geomean_us / best.geomean_us)}")
+            lines.append(f"seed: [{seed.id}] {num_interval(seed.geomean_us, seed.geomean_ci_us, 'µs')}")
+            if top.seed_text():
+                lines.append(f"best over seed: {top.seed_text()}")
         if base.reference_geomean_us:
             lines.append(f"PyTorch reference geometric mean: {num(base.reference_geomean_us)} µs")
         if base.sol_geomean_us:
@@ -195,19 +199,22 @@ class RunTools:
         """Correct kernels, fastest geometric mean first, against the seed and PyTorch."""
         limit = args.limit if args else 10
         seed = self.archive.seed()
+        base = baselines(self.archive)
         rows = [
-            "| # | kernel | gen | origin | parents | geomean µs | vs seed | vs PyTorch | plan |",
+            "| # | kernel | gen | origin | parents | geomean µs [95% interval] | vs seed | vs PyTorch | plan |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for rank, k in enumerate(self.archive.leaderboard(limit), 1):
             vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
             rows.append(
-                f"| {rank} | [{k.id}] | {k.generation} | {k.origin} | {','.join(k.parents) or '-'} | {num(k.geomean_us)} "
-                f"| {ratio(vs_seed)} | {ratio(k.speedup)} | {plan_title(k)[:80]} |"
+                f"| {rank} | [{k.id}] | {k.generation} | {k.origin} | {','.join(k.parents) or '-'} | {num_interval(k.geomean_us, k.geomean_ci_us)}{' (busy host)' if k.noisy else ''} "
+                f"| {ratio(vs_seed)} | {ratio(base.vs_reference(k))} | {plan_title(k)[:80]} |"
             )
         failed = [k for k in self.archive.kernels() if not k.ok]
         if len(rows) == 2:
             rows.append("(no correct kernel yet)")
+        else:
+            rows.append("Ranked by single timings; kernels whose intervals overlap are not measurably different.")
         return "\n".join(rows) + (f"\n{len(failed)} kernel(s) failed; see `experiments`." if failed else "")
 
     def kernel(self, args: KernelArgs) -> str:
@@ -221,11 +228,12 @@ class RunTools:
             f"summary: {k.summary}",
         ]
         if k.ok:
-            line = f"geometric mean: {num(k.geomean_us)} µs"
+            line = f"geometric mean: {num_interval(k.geomean_us, k.geomean_ci_us, 'µs')} (95% interval)"
             if seed and seed.geomean_us and k.geomean_us:
                 line += f"; {ratio(seed.geomean_us / k.geomean_us)} the seed's speed"
-            if k.speedup:
-                line += f"; {ratio(k.speedup)} the PyTorch reference's speed"
+            vs_reference = baselines(self.archive).vs_reference(k)
+            if vs_reference:
+                line += f"; {ratio(vs_reference)} the run's PyTorch baseline"
             lines.append(line)
         else:
             lines.append(f"sandbox message: {k.message.strip()[:2000] or '(none)'}")
@@ -248,7 +256,7 @@ class RunTools:
     def source(self, kernel_id: str | None = None) -> str:
         """A kernel's full source (default: the best), as `/source` shows it; the chat model reads
         sources through `kernel` with include_source."""
-        k = self._kernel(kernel_id) if kernel_id else (self.archive.best() or self.archive.seed())
+        k = self._kernel(kernel_id) if kernel_id else (self.archive.run_best() or self.archive.seed())
         if k is None:
             return "this run has no kernels yet"
         return "\n".join([f"[{k.id}] {plan_title(k)} ({k.status}, {num(k.geomean_us)} µs)", "```python", k.source.rstrip(), "```"])

@@ -84,6 +84,7 @@ def eval_command(
     time_limit: float = typer.Option(600.0, help="Wall-clock limit of the timing phase, seconds."),
     gpu: int | None = typer.Option(None, help="GPU index to use (default: the first visible)."),
     profiler: str = typer.Option("auto", help="hip target: 'auto' times under rocprofv3 where installed; 'off'."),
+    cores: str | None = typer.Option(None, help="Pin the judge and the kernel to these CPU cores, e.g. 0-3."),
 ) -> None:
     """Build, check and time one submission, and print its verdict."""
     from graph.config import TARGETS, unknown_target
@@ -94,6 +95,12 @@ def eval_command(
 
     if profiler not in ("auto", "off"):
         fail(f"--profiler must be auto or off, not {profiler!r}")
+    from sandbox.envinfo import parse_cores
+
+    try:
+        pinned = parse_cores(cores) if cores else None
+    except ValueError as exc:
+        fail(f"--cores: {exc}")
     if target not in TARGETS:
         fail(unknown_target(target))
     try:
@@ -117,6 +124,7 @@ def eval_command(
         time_reference=not no_reference,
         gpu=gpu,
         profiler=profiler,
+        cores=pinned,
     )
     with console.status("starting the judge") as status:
         progress = EvalProgress(status, len(spec.tests), 0 if check_only else len(spec.benchmarks))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agents.llm_config import LLMConfig
 
@@ -48,6 +48,18 @@ class SandboxSettings(BaseModel):
         default=True,
         description="Crown a new best only when a side-by-side timing against the old best says it is faster.",
     )
+    cores: str | None = Field(
+        default=None, description="CPU cores the judges and runners are pinned to, e.g. 0-3; None: not pinned."
+    )
+
+    @field_validator("cores")
+    @classmethod
+    def _cores_exist(cls, value: str | None) -> str | None:
+        if value is not None:
+            from sandbox.envinfo import parse_cores
+
+            parse_cores(value)  # ValueError names the core that is not there
+        return value
 
 
 class LLMSettings(BaseModel):

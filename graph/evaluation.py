@@ -16,6 +16,7 @@ from typing import Any
 from graph.archive import Archive, KernelRecord, sha256_text
 from graph.config import SandboxSettings
 from sandbox.devices import evaluation_slots
+from sandbox.envinfo import parse_cores
 from sandbox.evaluator import EvalOptions, PhaseLimits
 from sandbox.pool import EvaluationPool
 from sandbox.verdict import Status, Verdict
@@ -72,6 +73,7 @@ class RunEvaluator:
             limits=PhaseLimits(build=settings.build_limit_s, check=settings.check_limit_s, time=settings.time_limit_s),
             timing={"budget_s": settings.timing_budget_s},
             profiler=settings.profiler,
+            cores=parse_cores(settings.cores) if settings.cores else None,
         )
         if settings.cluster:
             from sandbox.ray_pool import RayEvaluationPool
@@ -122,6 +124,8 @@ class RunEvaluator:
                 "status": verdict.status.value,
                 "message": verdict_message(verdict),
                 "geomean_us": summary.geomean_us if summary and verdict.passed else None,
+                "geomean_ci_us": summary.geomean_ci_us if summary and verdict.passed else None,
+                "noisy": bool(verdict.host and verdict.host.get("noisy")),
                 "speedup": summary.speedup if summary and verdict.passed else None,
                 "benchmarks": shape_times(verdict) if verdict.passed else {},
             }

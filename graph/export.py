@@ -27,7 +27,7 @@ def submission_text(source: str, leaderboard: str, gpu: str | None) -> str:
 
 def pick_kernel(archive: Archive, kernel_id: str | None) -> KernelRecord:
     if kernel_id is None:
-        best = archive.best()
+        best = archive.run_best()
         if best is None:
             raise ExportError("the run has no correct, timed kernel yet")
         return best

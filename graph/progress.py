@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graph.archive import Archive
-from graph.run_data import num, ratio
+from graph.run_data import baselines, headline, num, num_interval, ratio
 
 
 class LiveProgress:
@@ -77,20 +77,14 @@ class LiveProgress:
             self.console.log(kind, data)
 
     def _render(self) -> Group:
-        best = self.archive.best()
-        seed = self.archive.seed()
+        top = headline(self.archive)
         spend = self.archive.spend()
         elapsed = time.time() - self._started
         head = Text.assemble(
             (f"{self.run_id}  ", "bold"),
             f"generation {self._generation}  ·  ",
-            (
-                f"best {best.id} {num(best.geomean_us)} µs" if best and best.geomean_us else "no timed kernel yet",
-                "green",
-            ),
-            f" ({ratio(seed.geomean_us / best.geomean_us)} the seed)"
-            if best and best.geomean_us and seed and seed.geomean_us
-            else "",
+            (top.best_text(), "green"),
+            f" ({top.seed_text()})" if top.seed_text() else "",
             f"  ·  {spend.calls} LLM calls" + (f" ({spend.failed} failed)" if spend.failed else ""),
             f", {spend.tokens} tokens, ${spend.cost_usd:.4f}  ·  {elapsed:.0f} s",
         )
@@ -101,8 +95,8 @@ class LiveProgress:
         with self._lock:
             for eid, (title, step) in sorted(self._steps.items()):
                 table.add_row(eid, title, step)
-            headline = self._headline
-        return Group(head, Text(headline, style="dim"), table)
+            latest = self._headline
+        return Group(head, Text(latest, style="dim"), table)
 
 
 def describe(kind: str, data: dict[str, Any]) -> str:
@@ -151,8 +145,9 @@ class LineProgress:
 def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Table:
     """The best kernels; the summary column only where the terminal is wide enough for it."""
     seed = archive.seed()
+    base = baselines(archive)
     table = Table(title="Leaderboard", header_style="bold")
-    for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch"):
+    for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True)
     wide = width >= 110
     if wide:
@@ -165,9 +160,9 @@ def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Ta
             str(k.generation),
             k.origin,
             ",".join(k.parents) or "-",
-            num(k.geomean_us),
+            num_interval(k.geomean_us, k.geomean_ci_us) + (" busy" if k.noisy else ""),
             vs_seed,
-            ratio(k.speedup),
+            ratio(base.vs_reference(k)),
             *([k.summary] if wide else []),
         )
     return table

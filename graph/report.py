@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from graph.archive import Archive
 from graph.plots import FIGURES, write_figures
 from graph.report_data import KernelPoint, ReportData, collect_report
-from graph.run_data import num, ratio
+from graph.run_data import num, num_interval, ratio
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -75,13 +75,14 @@ def _cards(data: ReportData) -> str:
         if data.baselines.sol_geomean_us and data.best_geomean_us
         else "-"
     )
-    vs_ref = data.leaderboard[0].vs_reference if data.leaderboard else None  # its own verdict's
+    ref = data.baselines.reference_geomean_us
+    vs_ref = ref / data.best_geomean_us if ref and data.best_geomean_us else None  # the run's one baseline
     total_cost = sum(s.cost_usd for s in data.spend)
     total_tokens = sum(s.input_tokens + s.output_tokens for s in data.spend)
     cards = [
         ("best kernel", f"{data.best_id or '-'}"),
-        ("best geometric mean", f"{num(data.best_geomean_us)} µs"),
-        ("speed-up over the seed", ratio(data.speedup_over_seed)),
+        ("best geometric mean [95%]", num_interval(data.best_geomean_us, data.best_geomean_ci_us, "µs")),
+        ("speed-up over the seed", data.over_seed_text or ratio(data.speedup_over_seed)),
         ("against PyTorch", ratio(vs_ref)),
         ("of the speed of light", pct_sol),
         ("experiments (failed)", f"{data.experiments} ({data.failed_experiments})"),
@@ -102,7 +103,7 @@ def _leaderboard(data: ReportData) -> str:
             str(r.generation),
             e(r.origin),
             e(",".join(r.parents) or "-"),
-            num(r.geomean_us),
+            num_interval(r.geomean_us, r.geomean_ci_us) + (" (busy host)" if r.noisy else ""),
             ratio(r.vs_seed),
             ratio(r.vs_reference),
             e(r.title),
@@ -111,7 +112,7 @@ def _leaderboard(data: ReportData) -> str:
     ]
     if not rows:
         return "<p>No correct kernel yet.</p>"
-    header = ["#", "kernel", "generation", "origin", "parents", "geomean µs", "vs seed", "vs PyTorch", "plan"]
+    header = ["#", "kernel", "generation", "origin", "parents", "geomean µs [95%]", "vs seed", "vs PyTorch", "plan"]
     return _table(header, rows, numeric={5, 6, 7})
 
 

@@ -56,11 +56,12 @@ def status_command(
 ) -> None:
     """A run's state and a compact leaderboard, at any time (also while it runs)."""
     from graph import control
-    from graph.run_data import baselines, num, ratio
+    from graph.run_data import baselines, headline, ratio
 
     with opened_run(run, runs_dir) as (handle, archive):
         state = control.run_status(archive)
-        best, seed = archive.best(), archive.seed()
+        top = headline(archive)
+        best = top.best
         base = baselines(archive)
         spend = archive.spend()
         head = f"[bold]{handle.run_id}[/bold]  {state.status}"
@@ -73,11 +74,11 @@ def status_command(
             head += "  ·  approval mode"
         console.print(head)
         if best is not None:
-            line = f"best {best.id}: {num(best.geomean_us)} µs"
-            if seed is not None and seed.geomean_us and best.geomean_us:
-                line += f", {ratio(seed.geomean_us / best.geomean_us)} the seed"
-            if best.speedup:
-                line += f", {ratio(best.speedup)} PyTorch"
+            line = top.best_text()
+            if top.seed_text():
+                line += f", {top.seed_text()}"
+            if base.vs_reference(best):
+                line += f", {ratio(base.vs_reference(best))} PyTorch"
             if base.sol_geomean_us and best.geomean_us:
                 line += f", {100 * base.sol_geomean_us / best.geomean_us:.1f}% of the speed of light"
             console.print(line)
@@ -97,16 +98,18 @@ def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
     from rich import box
     from rich.table import Table
 
-    from graph.run_data import num, plan_title, ratio
+    from graph.run_data import baselines, num_interval, plan_title, ratio
 
     seed = archive.seed()
+    base = baselines(archive)
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=True)
-    for name in ("#", "kernel", "gen", "µs", "vs seed", "vs PyTorch"):
+    for name in ("#", "kernel", "gen", "µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
     table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
     for rank, k in enumerate(archive.leaderboard(limit), 1):
         vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
         table.add_row(
-            str(rank), k.id, str(k.generation), num(k.geomean_us), ratio(vs_seed), ratio(k.speedup), plan_title(k)
+            str(rank), k.id, str(k.generation), num_interval(k.geomean_us, k.geomean_ci_us) + (" busy" if k.noisy else ""),
+            ratio(vs_seed), ratio(base.vs_reference(k)), plan_title(k)
         )
     return table

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from graph.archive import Archive
-from graph.run_data import Baselines, baselines, plan_title, shape_results, source_diff
+from graph.run_data import Baselines, baselines, headline, plan_title, shape_results, source_diff
 
 TOP_KERNELS = 3  # kernels whose per-shape results the report shows, besides the seed
 
@@ -18,6 +18,8 @@ class LeaderRow(BaseModel):
     origin: str
     parents: list[str]
     geomean_us: float
+    geomean_ci_us: tuple[float, float] | None = None
+    noisy: bool = False
     vs_seed: float | None = None
     vs_reference: float | None = None
     title: str
@@ -59,6 +61,9 @@ class ReportData(BaseModel):
     seed_geomean_us: float | None = None
     best_id: str | None = None
     best_geomean_us: float | None = None
+    best_geomean_ci_us: tuple[float, float] | None = None
+    over_seed: float | None = None  # the crowned best against the seed: side by side where verified
+    over_seed_text: str = ""  # with its interval and how it was measured
     baselines: Baselines
     leaderboard: list[LeaderRow]
     kernels: list[KernelPoint]
@@ -73,14 +78,14 @@ class ReportData(BaseModel):
 
     @property
     def speedup_over_seed(self) -> float | None:
-        if self.seed_geomean_us and self.best_geomean_us:
-            return self.seed_geomean_us / self.best_geomean_us
-        return None
+        return self.over_seed
 
 
 def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
-    seed, best = archive.seed(), archive.best()
+    top = headline(archive)
+    seed, best = archive.seed(), top.best
     board = archive.leaderboard()
+    base = baselines(archive)
     rows = [
         LeaderRow(
             rank=rank,
@@ -89,8 +94,10 @@ def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
             origin=k.origin,
             parents=k.parents,
             geomean_us=k.geomean_us or 0.0,
+            geomean_ci_us=k.geomean_ci_us,
+            noisy=k.noisy,
             vs_seed=seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None,
-            vs_reference=k.speedup,
+            vs_reference=base.vs_reference(k),
             title=plan_title(k),
         )
         for rank, k in enumerate(board, 1)
@@ -137,7 +144,10 @@ def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
         seed_geomean_us=seed.geomean_us if seed else None,
         best_id=best.id if best else None,
         best_geomean_us=best.geomean_us if best else None,
-        baselines=baselines(archive),
+        best_geomean_ci_us=best.geomean_ci_us if best else None,
+        over_seed=top.over_seed,
+        over_seed_text=top.seed_text(),
+        baselines=base,
         leaderboard=rows,
         kernels=kernels,
         generations=generations,

@@ -24,7 +24,7 @@ def kept_on_resume(archive: Archive) -> str:
     """What a resumed run starts from, so the user sees that nothing was lost."""
     from graph.run_data import num
 
-    best = archive.best()
+    best = archive.run_best()
     done = max((g["generation"] for g in archive.generations()), default=0)
     line = f"resuming with {len(archive.kernels())} kernels, {archive.evaluation_count()} evaluations"
     line += f" and {done} finished generations kept"
@@ -49,6 +49,7 @@ def run_command(
     max_cost: float | None = typer.Option(None, help="Stop once the LLM calls have cost this many USD."),
     patience: int = typer.Option(3, min=1, help="Stop after this many generations without a new best."),
     budget: float = typer.Option(1.0, help="Seconds of timed repetitions per benchmark shape."),
+    cores: str | None = typer.Option(None, help="Pin the judges and kernels to these CPU cores, e.g. 0-3."),
     gpus: str | None = typer.Option(None, help="GPU indices to evaluate on, e.g. 0,1 (default: every visible GPU)."),
     cluster: str | None = typer.Option(
         None, "--cluster", help="Evaluate on Ray: ray://HOST:PORT, auto (the local `ray start`), or local."
@@ -77,7 +78,7 @@ def run_command(
     from graph.control import extend_run, set_approval
     from graph.preflight import PreflightError, check_submission, check_target, directive_notes
     from graph.progress import LineProgress, LiveProgress, leaderboard_table
-    from graph.run_data import num, ratio
+    from graph.run_data import num_interval
     from graph.run_handle import RunError, open_run
     from graph.runs import build_context, create_run, execute, replay_chat_models, run_summary
 
@@ -119,6 +120,7 @@ def run_command(
                     devices=[int(g) for g in gpus.split(",") if g.strip()] if gpus else None,
                     cluster=cluster,
                     cluster_resources={name: 1.0 for name in ray_resource},
+                    cores=cores,
                 ),
                 llm=llm,
                 knowledge=knowledge,
@@ -177,10 +179,12 @@ def run_command(
             soft_wrap=True,
         )
     if summary["best"]:
-        gain = summary["speedup_over_seed"]
+        from graph.run_data import headline
+
+        over_seed = headline(archive).seed_text()
         console.print(
-            f"best kernel {summary['best']}: {num(summary['best_geomean_us'])} µs"
-            + (f", {ratio(gain)} the seed" if gain else "")
+            f"best kernel {summary['best']}: {num_interval(summary['best_geomean_us'], summary['best_geomean_ci_us'], 'µs')}"
+            + (f", {over_seed}" if over_seed else "")
             + f"; look at it with: kernel-scientist show {handle.run_id}; export with: kernel-scientist export {handle.run_id}",
             soft_wrap=True,
         )

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from graph.archive import Archive, ExperimentRecord, KernelRecord
 from sandbox.summary import num as num  # the one number format: chat, report and terminal
+from sandbox.summary import num_interval as num_interval
 
 
 class ShapeResult(BaseModel):
@@ -37,6 +38,12 @@ class Baselines(BaseModel):
     def sol_geomean_us(self) -> float | None:
         return geomean(self.sol_us.get(s) for s in self.shapes)
 
+    def vs_reference(self, kernel: KernelRecord) -> float | None:
+        """The kernel's speed against the run's one PyTorch baseline (not its own verdict's reference
+        timing, which moves with the host from one verdict to the next)."""
+        ref = self.reference_geomean_us
+        return ref / kernel.geomean_us if ref and kernel.geomean_us else None
+
 
 def geomean(values: Iterable[float | None]) -> float | None:
     items = list(values)
@@ -47,6 +54,49 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+class Headline(BaseModel):
+    """The run's result as every screen states it: the crowned best, its time with its interval, and
+    its speed over the seed, verified side by side where the run measured the pair that way."""
+
+    best: KernelRecord | None = None
+    seed: KernelRecord | None = None
+    over_seed: float | None = None
+    over_seed_ci: tuple[float, float] | None = None
+    verified: bool = False  # over_seed comes from a side-by-side timing in fresh judges
+    difference: str = "not measured"
+
+    def best_text(self) -> str:
+        if self.best is None:
+            return "no timed kernel yet"
+        text = f"best {self.best.id}: {num_interval(self.best.geomean_us, self.best.geomean_ci_us, 'µs')}"
+        return text + (" (timed on a busy host)" if self.best.noisy else "")
+
+    def seed_text(self) -> str:
+        """`1.23x [1.18–1.29] the seed, verified side by side`, or the unverified ratio of two timings."""
+        if self.over_seed is None or self.best is None or self.seed is None or self.best.id == self.seed.id:
+            return ""
+        within = f" [{num(self.over_seed_ci[0])}–{num(self.over_seed_ci[1])}]" if self.over_seed_ci else ""
+        how = "verified side by side" if self.verified else "unverified: two separate timings"
+        return f"{ratio(self.over_seed)}{within} the seed ({self.difference}, {how})"
+
+
+def headline(archive: Archive) -> Headline:
+    from graph import verify
+    from sandbox.summary import unpaired_ratio
+
+    best, seed = archive.run_best(), archive.seed()
+    if best is None or seed is None or not seed.ok:
+        return Headline(best=best, seed=seed)
+    check = verify.known(archive, best, seed) if best.id != seed.id else None
+    if check is not None and check.ratio is not None:
+        return Headline(best=best, seed=seed, over_seed=check.ratio, over_seed_ci=check.ratio_ci, verified=True,
+                        difference=check.difference)
+    compared = unpaired_ratio(seed.geomean_us, seed.geomean_ci_us, best.geomean_us, best.geomean_ci_us)
+    if compared is None:
+        return Headline(best=best, seed=seed)
+    return Headline(best=best, seed=seed, over_seed=compared[0], over_seed_ci=compared[1], difference=compared[2])
 
 
 def shape_results(archive: Archive, kernel: KernelRecord) -> list[ShapeResult]:
@@ -69,8 +119,9 @@ def shape_results(archive: Archive, kernel: KernelRecord) -> list[ShapeResult]:
 
 
 def baselines(archive: Archive) -> Baselines:
-    """Reference and speed-of-light times per shape. The reference is timed again with every
-    kernel; its median over the run's timed kernels smooths the noise of single measurements."""
+    """Reference and speed-of-light times per shape: the run's one PyTorch baseline. The reference is
+    timed again with every kernel; its median over the run's timed kernels smooths the noise of
+    single measurements, and every "x PyTorch" of the run divides by it."""
     shapes: list[str] = []
     reference: dict[str, list[float]] = {}
     sol: dict[str, float] = {}

@@ -221,8 +221,10 @@ def _refuse_if_running_elsewhere(archive: Archive, run_id: str) -> None:
 
 
 def run_summary(archive: Archive) -> dict[str, Any]:
-    best = archive.best()
-    seed = archive.seed()
+    from graph.run_data import headline
+
+    top = headline(archive)
+    best, seed = top.best, top.seed
     spend = archive.spend()
     return {
         "status": archive.get_meta("status"),
@@ -232,7 +234,10 @@ def run_summary(archive: Archive) -> dict[str, Any]:
         "best": best.id if best else None,
         "best_geomean_us": best.geomean_us if best else None,
         "seed_geomean_us": seed.geomean_us if seed else None,
-        "speedup_over_seed": (seed.geomean_us / best.geomean_us) if best and seed and seed.geomean_us else None,
+        "best_geomean_ci_us": best.geomean_ci_us if best else None,
+        "speedup_over_seed": top.over_seed,
+        "speedup_over_seed_ci": top.over_seed_ci,
+        "speedup_over_seed_verified": top.verified,
         "llm_calls": spend.calls,
         "tokens": spend.tokens,
         "cost_usd": spend.cost_usd,

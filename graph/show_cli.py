@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the commands import what they use when they run: --help sta
 
 def find_kernel(archive: Archive, kernel_id: str | None) -> KernelRecord:
     """A kernel by id, or the run's best (the seed when nothing passed); exit 2 naming the ids there are."""
-    kernel = archive.kernel(kernel_id) if kernel_id else (archive.best() or archive.seed())
+    kernel = archive.kernel(kernel_id) if kernel_id else (archive.run_best() or archive.seed())
     if kernel is None:
         known = ", ".join(k.id for k in archive.kernels()[:12]) or "none yet"
         fail(f"no kernel {kernel_id!r} in this run (kernels: {known})" if kernel_id else "this run has no kernels yet")
@@ -55,7 +55,7 @@ def show_command(
     """A kernel's source, per-shape times with their spread, its verdict and static report."""
     from rich.syntax import Syntax
 
-    from graph.run_data import num, plan_title, ratio, source_diff
+    from graph.run_data import baselines, num_interval, plan_title, ratio, source_diff
     from sandbox.report import render_verdict
     from sandbox.verdict import Verdict
 
@@ -71,9 +71,12 @@ def show_command(
         console.print(head, highlight=False)
         console.print(f"plan: {plan_title(kernel)}", highlight=False)
         if kernel.ok and seed is not None and seed.geomean_us and kernel.geomean_us:
+            vs_reference = baselines(archive).vs_reference(kernel)
             console.print(
-                f"{num(kernel.geomean_us)} µs geometric mean: {ratio(seed.geomean_us / kernel.geomean_us)} the seed"
-                + (f", {ratio(kernel.speedup)} PyTorch" if kernel.speedup else ""),
+                f"{num_interval(kernel.geomean_us, kernel.geomean_ci_us, 'µs')} geometric mean [95% interval]: "
+                f"{ratio(seed.geomean_us / kernel.geomean_us)} the seed"
+                + (f", {ratio(vs_reference)} the run's PyTorch baseline" if vs_reference else "")
+                + (" (timed on a busy host)" if kernel.noisy else ""),
                 highlight=False,
             )
         console.print(Syntax(kernel.source, "python", line_numbers=True, word_wrap=True))

@@ -4,9 +4,10 @@ Each verdict times one kernel alone; on a loaded host one median can be far off,
 crowned on it would steer every later generation. So when the leaderboard's top changes, the new
 leader and the best it would replace are evaluated once more, in a fresh judge, each in a runner
 of its own, timed in alternating rounds on the same fresh inputs (sandbox/judge/timed.py's
-run_paired), in `TRIALS` fresh judges. The speed-up base/candidate comes with a 95% interval; only
-"faster" in every one (the interval above 1 by more than the noise floor) crowns the candidate. Every such measurement is kept in the
-run's archive as a `Verification`, with the command that repeats it.
+run_paired), in `TRIALS` fresh judges whose rounds are pooled. The speed-up base/candidate comes
+with a 95% interval; only "faster" (the interval above 1 by more than the noise floor) crowns the
+candidate. Every such measurement is kept in the run's archive as a `Verification`, with the
+command that repeats it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from graph.archive import Archive, KernelRecord
-from sandbox.summary import geomean
+from sandbox.summary import difference, geomean, geomean_interval, paired_summary
 from sandbox.verdict import Verdict
 
 _META_KEY = "verifications"
@@ -29,6 +30,7 @@ class ShapeRatio(BaseModel):
     base_us: float | None = None
     ratio: float | None = None
     ratio_ci: tuple[float, float] | None = None
+    round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate
 
 
 class Verification(BaseModel):
@@ -67,7 +69,8 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
     shapes = [ShapeRatio(shape=b.shape, candidate_us=b.median_us,
                          base_us=b.paired.base_median_us if b.paired else None,
                          ratio=b.paired.ratio if b.paired else None,
-                         ratio_ci=b.paired.ratio_ci if b.paired else None) for b in verdict.benchmarks]
+                         ratio_ci=b.paired.ratio_ci if b.paired else None,
+                         round_ratios=b.paired.round_ratios if b.paired else []) for b in verdict.benchmarks]
     reasons = [b.paired.error for b in verdict.benchmarks if b.paired and b.paired.error]
     if not verdict.passed:
         reasons.insert(0, f"{verdict.status.value}: {verdict.message[:300]}")
@@ -80,30 +83,59 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
     )
 
 
-# Fresh judges a verification takes, each a paired evaluation of its own. One pair of runner
-# processes can favour one of them for its whole life (where its memory lies, its core): on an idle
-# 2-core host identical kernels were told apart by a single paired evaluation in 2 trials of 8, so
-# a win must hold in each of these independent measurements.
+# Fresh judges a verification takes, each a paired evaluation of its own: a pair of runner
+# processes that favoured one kernel for its whole life (where its memory lies, its core) weighs
+# only half of the rounds, and twice the rounds narrow the interval by about 1.4.
 TRIALS = 2
 
 
 def combine(checks: list[Verification]) -> Verification:
-    """Measurements of one pair in several fresh judges: a difference only where every one agrees;
-    the ratio their geometric mean, the interval the span of theirs."""
+    """Measurements of one pair in several fresh judges, as one: per shape, the rounds of every judge
+    pooled into one paired estimate and interval (sandbox/summary.py's paired_summary), then the
+    geometric mean over the shapes. Where a judge kept no rounds (an older archive) a difference
+    holds only where every judge agrees, and the interval is the span of theirs."""
     first = checks[0]
-    differences = {c.difference for c in checks}
-    ratios = [c.ratio for c in checks if c.ratio]
-    spans = [c.ratio_ci for c in checks if c.ratio_ci]
-    agreed = differences.pop() if len(differences) == 1 else "no measurable difference"
-    measured = len(ratios) == len(checks)
+    measured = all(c.ratio for c in checks)
+    pooled = _pooled(checks) if measured else None
+    ratio: float | None
+    interval: tuple[float, float] | None
+    if pooled is not None:
+        ratio, interval, said, shapes = pooled
+    else:
+        differences = {c.difference for c in checks}
+        said = differences.pop() if len(differences) == 1 else "no measurable difference"
+        spans = [c.ratio_ci for c in checks if c.ratio_ci]
+        ratio = geomean([c.ratio for c in checks]) if measured else None
+        interval = (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if measured and spans else None
+        shapes = first.shapes
     return first.model_copy(update={
         "status": next((c.status for c in checks if c.status != "ok"), "ok"),
-        "ratio": geomean(ratios) if measured else None,
-        "ratio_ci": (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if measured and spans else None,
-        "difference": agreed if measured else "not measured",
+        "ratio": ratio,
+        "ratio_ci": interval,
+        "difference": said if measured else "not measured",
+        "shapes": shapes,
         "reason": "; ".join(c.reason for c in checks if c.reason)[:1000],
         "trials": [c.model_dump(mode="json", include={"ratio", "ratio_ci", "difference", "host"}) for c in checks],
     })
+
+
+def _pooled(checks: list[Verification]) -> tuple[float, tuple[float, float], str, list[ShapeRatio]] | None:
+    """Every judge's rounds pooled per shape; None unless every judge kept rounds for the same shapes."""
+    names = [s.shape for s in checks[0].shapes]
+    if not names or any([s.shape for s in c.shapes] != names or not all(s.round_ratios for s in c.shapes) for c in checks):
+        return None
+    shapes = []
+    for i in range(len(names)):
+        rounds = [r for c in checks for r in c.shapes[i].round_ratios]
+        summary = paired_summary(rounds)
+        shapes.append(checks[0].shapes[i].model_copy(update={
+            "ratio": summary["ratio"], "ratio_ci": tuple(summary["ratio_ci"]), "round_ratios": rounds}))
+    ratios = [s.ratio for s in shapes if s.ratio]
+    interval = geomean_interval(ratios, [s.ratio_ci for s in shapes if s.ratio_ci])
+    centre = geomean(ratios)
+    if centre is None or interval is None:
+        return None
+    return centre, interval, difference(*interval), shapes
 
 
 def record(archive: Archive, verification: Verification) -> None:

@@ -71,11 +71,47 @@ def collect(device: str) -> dict[str, Any]:
     return info
 
 
-def host_state(device: str) -> dict[str, Any]:
+def parse_cores(text: str) -> tuple[int, ...]:
+    """`0-3,6` as (0, 1, 2, 3, 6). ValueError, naming what is wrong, for a malformed list or a core
+    this process may not run on."""
+    cores: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        try:
+            low, high = int(first), int(last or first)
+        except ValueError:
+            raise ValueError(f"cores {text!r}: {part!r} is neither a core number nor a range such as 0-3") from None
+        if low < 0 or high < low:
+            raise ValueError(f"cores {text!r}: {part!r} is not a range from low to high")
+        cores.update(range(low, high + 1))
+    if not cores:
+        raise ValueError(f"cores {text!r}: no core named")
+    allowed = os.sched_getaffinity(0)
+    if not cores <= allowed:
+        raise ValueError(f"cores {sorted(cores - allowed)} are not available here (this process may use {sorted(allowed)})")
+    return tuple(sorted(cores))
+
+
+def pin_to_cores(cores: tuple[int, ...]) -> None:
+    """Pin this process, and every process it starts later, to `cores` (the judge does this before its
+    runners start: the candidate, a base timed beside it and the reference then share the same cores,
+    and the scheduler cannot hand one of them a faster or quieter core)."""
+    os.sched_setaffinity(0, cores)
+
+
+# nvidia-smi's clocks_throttle_reasons bits that slow a timed kernel for reasons outside it: hardware
+# slowdown, software and hardware thermal slowdown, power brake (a power cap under load is normal).
+_GPU_SLOWDOWN_BITS = 0x8 | 0x20 | 0x40 | 0x80
+
+
+def host_state(device: str, own_gpu_processes: int = 2) -> dict[str, Any]:
     """How busy the host is right now, for a timing's context: load averages, runnable threads
     against the cores (more runnable work than cores means timed calls waited for a core), the
-    cores' current clock; on an NVIDIA GPU its clocks, temperature and the processes on it."""
-    state: dict[str, Any] = {"cores": os.cpu_count()}
+    cores' current clock; on an NVIDIA GPU its clocks, temperature and the processes on it. It is
+    `contended` with more runnable work than cores, a load above 1.5 per core, more processes on
+    the GPU than the evaluation's own (`own_gpu_processes`: the judge and its runners), or a GPU
+    slowed by heat or a hardware limit."""
+    state: dict[str, Any] = {"cores": os.cpu_count(), "pinned_to": sorted(os.sched_getaffinity(0))}
     try:
         one, five, _fifteen, running, _ = Path("/proc/loadavg").read_text().split(None, 4)
         state.update(load_1m=float(one), load_5m=float(five), runnable=int(running.split("/")[0]))
@@ -90,8 +126,13 @@ def host_state(device: str) -> dict[str, Any]:
         pass
     if device.startswith("cuda") and shutil.which("nvidia-smi"):
         state.update(_nvidia_state())
+    try:
+        slowed = int(str(state.get("gpu_throttle", "0")), 16) & _GPU_SLOWDOWN_BITS
+    except ValueError:
+        slowed = 0
+    state["gpu_contended"] = bool(state.get("gpu_processes", 0) > own_gpu_processes or slowed)
     state["contended"] = bool(state.get("runnable", 0) > (state["cores"] or 1) or
-                              state.get("load_1m", 0.0) > 1.5 * (state["cores"] or 1))
+                              state.get("load_1m", 0.0) > 1.5 * (state["cores"] or 1) or state["gpu_contended"])
     return state
 
 

@@ -96,6 +96,9 @@ class EvalOptions:
     # A base kernel to time side by side with the submission (full mode): the verdict's benchmarks then
     # carry the paired speed-up base/submission with its interval (sandbox/judge/timed.py's run_paired).
     paired_with: str | None = None
+    # Cores the judge and its runners are pinned to (sandbox/envinfo.py's parse_cores); torch's threads
+    # follow their number unless `threads` says otherwise. None: wherever the scheduler puts them.
+    cores: tuple[int, ...] | None = None
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -156,6 +159,8 @@ def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
     if profiled.profiler_for(options.target, options.mode, options.profiler):
         extra["KS_PROFILED"] = "1"  # the worker names its calls; see sandbox/profiled.py
     extra["KS_OPEN_FILES"] = str(options.open_files)
+    if options.cores:
+        extra["KS_CORES"] = ",".join(map(str, options.cores))  # a standby judge pins itself before its runner starts
     if options.isolate_network and network_isolation():
         extra["KS_NETWORK_ISOLATED"] = "1"
     return extra
@@ -236,7 +241,7 @@ def evaluate(
         "timing": options.timing,
         "time_reference": options.time_reference,
         "input_sets": options.input_sets,
-        "threads": options.threads,
+        "threads": options.threads or (len(options.cores) if options.cores else None),
         "limits": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
         "resident_inputs": options.resident_inputs,
         "paired_with": str(Path(options.paired_with).resolve()) if options.paired_with else None,

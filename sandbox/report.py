@@ -25,6 +25,14 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if value is None else fmt.format(value)  # as num() writes a missing value
 
 
+def _paired_cell(ratio: float | None, interval: tuple[float, float] | None, difference: str) -> str:
+    """base / candidate timed side by side: `1.12× [1.05–1.19] faster`."""
+    if ratio is None:
+        return difference
+    within = f" [{num(interval[0])}–{num(interval[1])}]" if interval else ""
+    return f"{num(ratio)}×{within} {difference}"
+
+
 def _context_line(verdict: Verdict) -> str:
     """Problem, target, device and torch where the verdict knows them: a crash before the judge
     described its environment leaves them out rather than printing question marks."""
@@ -33,6 +41,10 @@ def _context_line(verdict: Verdict) -> str:
     parts.append(f"target {verdict.target}")
     parts += [f"{key} {env[key]}" for key in ("device", "torch") if env.get(key)]
     parts.append(f"{verdict.wall_seconds:.1f} s")
+    host = verdict.host or {}
+    if host.get("noisy"):
+        before = host.get("before") or {}
+        parts.append(f"[yellow]timed on a busy host (load {before.get('load_1m', '?')} on {before.get('cores', '?')} cores)[/yellow]")
     return " · ".join(parts)
 
 
@@ -81,24 +93,31 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         console.print(table)
     if verdict.benchmarks:
         table = Table(title="benchmarks (µs; median over repetitions)", show_edge=False)
-        for col in ("shape", "median", "p25–p75", "reps", "ref", "speed-up", "%SOL"):
+        paired = any(b.paired for b in verdict.benchmarks)
+        columns = ["shape", "median", "95% interval", "reps", "ref", "speed-up", "%SOL"] + (["vs base [95%]"] if paired else [])
+        for col in columns:
             table.add_column(col, justify="left" if col == "shape" else "right")
         for b in verdict.benchmarks:
             table.add_row(
                 b.shape,
                 num(b.median_us),
-                f"{num(b.p25_us)}–{num(b.p75_us)}",
+                f"{num(b.ci_us[0])}–{num(b.ci_us[1])}" if b.ci_us else "-",
                 str(b.reps),
                 num(b.reference_median_us),
                 _num(b.speedup, "{:.2f}×"),
                 _num(b.pct_sol, "{:.1f}"),
+                *([_paired_cell(b.paired.ratio, b.paired.ratio_ci, b.paired.difference) if b.paired else "-"]
+                  if paired else []),
             )
         s = verdict.summary
         if s is not None:
             table.add_section()
+            geo_ci = f"{num(s.geomean_ci_us[0])}–{num(s.geomean_ci_us[1])}" if s.geomean_ci_us else ""
             table.add_row(
-                "[bold]geomean[/bold]", f"[bold]{num(s.geomean_us)}[/bold]", "", "",
+                "[bold]geomean[/bold]", f"[bold]{num(s.geomean_us)}[/bold]", geo_ci, "",
                 num(s.reference_geomean_us), _num(s.speedup, "{:.2f}×"), _num(s.pct_sol_geomean, "{:.1f}"),
+                *([_paired_cell(s.paired.ratio, s.paired.ratio_ci, s.paired.difference) if s.paired else "-"]
+                  if paired else []),
             )
         console.print(table)
         method = verdict.timing_method or {}

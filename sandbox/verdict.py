@@ -91,6 +91,7 @@ class PairedShape(BaseModel):
     reference_median_us: float | None = None  # the reference, timed in the same rounds
     rounds: int = 0
     error: str | None = None  # why the base could not be measured (the candidate's verdict stands)
+    round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate, in order
 
 
 class PairedSummary(BaseModel):

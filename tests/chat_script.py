@@ -139,7 +139,11 @@ def leaderboard_row(text: str, rank: int = 1) -> dict[str, str]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells and cells[0] == str(rank):
             keys = ["rank", "kernel", "gen", "origin", "parents", "geomean", "vs_seed", "vs_pytorch", "plan"]
-            return dict(zip(keys, cells, strict=False))
+            row = dict(zip(keys, cells, strict=False))
+            # "123 [118–130]": the time, then its 95% interval
+            row["geomean"], _, interval = row["geomean"].partition(" [")
+            row["geomean_ci"] = interval.split("]")[0]
+            return row
     raise AssertionError(f"no row {rank} in:\n{text}")
 
 

@@ -193,7 +193,7 @@ def test_verdict_view_leaves_out_what_it_does_not_know() -> None:
     failed = BuildRecord(name="k", lang="cpp", key="x", cached=False, ok=False, seconds=0.5)
     slow = BenchmarkResult(
         params={"n": 1}, shape="n=1", reps=3, median_us=11618.3, mean_us=1.0, std_us=1.0, stderr_us=1.0,
-        min_us=1.0, max_us=1.0, p25_us=11000.0, p75_us=21060.0,
+        min_us=1.0, max_us=1.0, p25_us=11000.0, p75_us=21060.0, ci_us=(11000.0, 21060.0),
     )  # fmt: skip
     built = crash.model_copy(update={"build": BuildInfo(records=[failed]), "benchmarks": [slow]})
     out = io.StringIO()
@@ -202,3 +202,26 @@ def test_verdict_view_leaves_out_what_it_does_not_know() -> None:
     assert "?" not in text and "device" not in text and "target cpu" in text
     assert re.search(r"\bk\s+│ cpp\s+│ failed", text), text
     assert "11618" in text and "11000–21060" in text and "e+" not in text and "11,618" not in text
+
+
+def test_verdict_view_shows_the_paired_speedup_and_a_busy_host() -> None:
+    from sandbox.report import render_verdict
+    from sandbox.verdict import BenchmarkResult, PairedShape, PairedSummary, Status, SubmissionInfo, Summary, Verdict
+
+    bench = BenchmarkResult(
+        params={"n": 1}, shape="n=1", reps=30, median_us=100.0, mean_us=100.0, std_us=1.0, stderr_us=1.0, min_us=95.0,
+        max_us=120.0, p25_us=98.0, p75_us=103.0, ci_us=(97.0, 104.0),
+        paired=PairedShape(base_median_us=112.0, ratio=1.12, ratio_ci=(1.05, 1.19), difference="faster"),
+    )  # fmt: skip
+    verdict = Verdict(
+        status=Status.ok, message="ok", target="cpu", submission=SubmissionInfo(path="k.py", sha256="0" * 64),
+        benchmarks=[bench], wall_seconds=3.0,
+        summary=Summary(geomean_us=100.0, geomean_ci_us=(97.0, 104.0),
+                        paired=PairedSummary(ratio=1.12, ratio_ci=(1.05, 1.19), difference="faster")),
+        host={"before": {"load_1m": 5.2, "cores": 2}, "noisy": True},
+    )  # fmt: skip
+    out = io.StringIO()
+    render_verdict(verdict, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "1.12× [1.05–1.19] faster" in text and "97.0–104.0" in text
+    assert "busy host (load 5.2 on 2 cores)" in text

@@ -79,6 +79,35 @@ def test_a_run_crowns_a_new_leader_only_when_the_side_by_side_timing_confirms_it
     assert verify.known(archive, kernels[3], kernels[1]) is None  # the pair has an order
 
 
+def test_fresh_judges_rounds_are_pooled_per_shape_into_one_interval() -> None:
+    import random
+
+    from graph import verify
+    from sandbox.summary import paired_summary
+
+    rng = random.Random(5)
+
+    def judge(true: float) -> verify.Verification:
+        shapes = []
+        for name in ("n=1", "n=2"):
+            rounds = [true * rng.lognormvariate(0.0, 0.08) for _ in range(16)]
+            own = paired_summary(rounds)
+            shapes.append(verify.ShapeRatio(shape=name, candidate_us=1.0, ratio=own["ratio"],
+                                            ratio_ci=tuple(own["ratio_ci"]), round_ratios=rounds))
+        return verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256="b", base_sha256="a", status="ok",
+                                   ratio=1.0, ratio_ci=(0.9, 1.1), difference="no measurable difference", shapes=shapes)
+
+    checks = [judge(1.1), judge(1.1)]
+    pooled = verify.combine(checks)
+    assert [len(s.round_ratios) for s in pooled.shapes] == [32, 32]
+    width = pooled.ratio_ci[1] - pooled.ratio_ci[0]
+    one = verify.combine(checks[:1])
+    assert width < 0.8 * (one.ratio_ci[1] - one.ratio_ci[0])  # twice the rounds: a narrower interval
+    assert pooled.ratio_ci[0] < pooled.ratio < pooled.ratio_ci[1] and abs(pooled.ratio - 1.1) < 0.05
+    same = verify.combine([judge(1.0), judge(1.0)])
+    assert same.ratio_ci[0] < 1.0 < same.ratio_ci[1] and same.difference == "no measurable difference"
+
+
 def test_a_win_must_hold_in_every_fresh_judge() -> None:
     from graph import verify
 
@@ -95,3 +124,33 @@ def test_a_win_must_hold_in_every_fresh_judge() -> None:
                              verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256="b", base_sha256="a",
                                                  status="timeout", reason="time phase exceeded its limit")])
     assert not failed.confirmed and failed.status == "timeout" and "limit" in failed.reason
+
+
+def test_cores_are_parsed_and_checked_against_what_this_process_may_use() -> None:
+    import os
+
+    from sandbox.envinfo import parse_cores
+
+    allowed = sorted(os.sched_getaffinity(0))
+    assert parse_cores(f"{allowed[0]}") == (allowed[0],)
+    assert parse_cores(",".join(map(str, allowed))) == tuple(allowed)
+    for bad, said in (("x", "neither a core number"), ("3-1", "from low to high"), ("", "no core"),
+                      (str(max(allowed) + 1), "not available here")):
+        with pytest.raises(ValueError, match=said):
+            parse_cores(bad)
+
+
+@pytest.mark.slow
+def test_a_pinned_evaluation_runs_the_kernel_on_those_cores_only(tmp_path: Path) -> None:
+    import os
+
+    core = max(os.sched_getaffinity(0))
+    # The kernel refuses to run unless its own process may run on the pinned core alone.
+    kernel = tmp_path / "pinned.py"
+    kernel.write_text(FIXTURE.read_text().replace(
+        "def custom_kernel(data):\n",
+        f"def custom_kernel(data):\n    import os\n    assert os.sched_getaffinity(0) == {{{core}}}, os.sched_getaffinity(0)\n"))
+    options = EvalOptions(target="cpu", timing={"budget_s": 0.1}, cores=(core,), limits=PhaseLimits(build=300, check=120, time=200))
+    verdict = evaluate("vector_add", kernel, options)
+    assert verdict.status == Status.ok, verdict.message
+    assert verdict.host is not None and verdict.host["before"]["pinned_to"] == [core]

@@ -21,7 +21,7 @@ from graph.cli import app
 from graph.config import LLMSettings
 from graph.report import write_report
 from graph.report_data import collect_report
-from graph.run_data import baselines, num
+from graph.run_data import baselines, num, num_interval
 from graph.runs import RunHandle, build_context, create_run, execute
 from tests.chat_script import BROKEN_SOURCE, mixed_run, run_config
 
@@ -45,7 +45,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 def test_report_data_holds_the_archive_numbers(run: tuple[RunHandle, Archive]) -> None:
     handle, archive = run
     data = collect_report(archive, handle.run_id, "cpu")
-    best, seed = archive.best(), archive.seed()
+    best, seed = archive.run_best(), archive.seed()
     assert (data.best_id, data.seed_id) == (best.id, seed.id)
     assert [r.id for r in data.leaderboard] == [k.id for k in archive.leaderboard()]
     assert data.speedup_over_seed == pytest.approx(seed.geomean_us / best.geomean_us)
@@ -145,8 +145,8 @@ def test_status_and_report_commands(run: tuple[RunHandle, Archive], tmp_path: Pa
     handle, archive = run
     status = runner.invoke(app, ["status", str(handle.run_dir)], env={"COLUMNS": "120"})
     assert status.exit_code == 0, status.output
-    best = archive.best()
-    assert f"best {best.id}: {num(best.geomean_us)} µs" in status.output
+    best = archive.run_best()
+    assert f"best {best.id}: {num_interval(best.geomean_us, best.geomean_ci_us, 'µs')}" in status.output
     assert "finished" in status.output and "generation 2 of 2" in status.output
     for k in archive.leaderboard():
         assert re.search(rf"\b{k.id}\b.*{re.escape(num(k.geomean_us))}", status.output), k.id

@@ -141,6 +141,33 @@ def test_median_interval_of_few_samples_is_their_range() -> None:
     assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)
 
 
+def test_shift_interval_holds_the_true_centre_about_95_percent_of_the_time_and_beats_the_median() -> None:
+    import math
+    import random
+
+    from sandbox.summary import median_interval, shift_interval
+
+    rng = random.Random(11)
+    trials, hits, width, median_width = 1000, 0, 0.0, 0.0
+    for _ in range(trials):
+        logs = [rng.gauss(0.0, 0.12) for _ in range(24)]  # a round's noise on a busy 2-core host
+        _, lo, hi = shift_interval(logs)
+        hits += lo <= 0.0 <= hi
+        m_lo, m_hi = median_interval(logs)
+        width, median_width = width + hi - lo, median_width + m_hi - m_lo
+    assert 0.93 <= hits / trials <= 0.985
+    assert width < 0.92 * median_width  # same rounds, a tighter interval
+    centre, lo, hi = shift_interval([math.log(1.1)] * 3 + [math.log(1.0)])
+    assert (lo, hi) == (0.0, math.log(1.1)) and 0 < centre <= math.log(1.1)  # few rounds: the whole range
+
+
+def test_paired_summary_keeps_the_rounds_ratios() -> None:
+    from sandbox.summary import paired_summary
+
+    summary = paired_summary([1.1, 0.9, float("nan"), 1.05])
+    assert summary["round_ratios"] == [1.1, 0.9, 1.05] and summary["ratios"] == 3
+
+
 def test_a_paired_ratio_says_faster_only_when_its_interval_clears_the_noise() -> None:
     from sandbox.summary import paired_summary
 
@@ -173,3 +200,17 @@ def test_summary_carries_the_geomean_interval_and_the_paired_speedup() -> None:
     summary = summarise_benchmarks([shape, dict(shape, median_us=200.0, ci_us=[190.0, 210.0])])
     assert summary["geomean_ci_us"][0] < summary["geomean_us"] < summary["geomean_ci_us"][1]
     assert summary["paired"]["difference"] == "faster" and summary["paired"]["ratio"] == 1.5
+
+
+def test_host_state_calls_a_gpu_shared_with_others_or_slowed_by_heat_contended(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import envinfo
+
+    monkeypatch.setattr(envinfo.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    quiet = {"gpu_processes": 3, "gpu_throttle": "0x0000000000000004"}  # a power cap under load is normal
+    monkeypatch.setattr(envinfo, "_nvidia_state", lambda: dict(quiet))
+    state = envinfo.host_state("cuda:0", own_gpu_processes=4)
+    assert not state["gpu_contended"] and state["pinned_to"]
+    monkeypatch.setattr(envinfo, "_nvidia_state", lambda: quiet | {"gpu_processes": 5})
+    assert envinfo.host_state("cuda:0", own_gpu_processes=4)["contended"]
+    monkeypatch.setattr(envinfo, "_nvidia_state", lambda: quiet | {"gpu_throttle": "0x0000000000000020"})
+    assert envinfo.host_state("cuda:0", own_gpu_processes=4)["gpu_contended"]

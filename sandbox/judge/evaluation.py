@@ -324,11 +324,13 @@ class Evaluation:
         margin = self.judge.policy.sol_margin
         from sandbox.envinfo import host_state
 
-        self.result["host"] = {"before": host_state(device)}
+        # This judge and its runners, and a standby judge with its runner waiting for the next request.
+        own = 2 + (1 if self.base_judge is not None else 0) + 2
+        self.result["host"] = {"before": host_state(device, own)}
         try:
             self._time_shapes(problem, calibrations, device, policy, profile, margin)
         finally:
-            after = host_state(device)
+            after = host_state(device, own)
             self.result["host"].update(after=after, noisy=bool(after["contended"] or self.result["host"]["before"]["contended"]))
 
     def _time_shapes(self, problem: Any, calibrations: dict[str, Any], device: str, policy: Any, profile: Any,

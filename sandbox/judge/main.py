@@ -138,6 +138,10 @@ def main(argv: list[str]) -> int:
     except (OSError, AttributeError):
         pass
     events = Events()
+    if os.environ.get("KS_CORES"):
+        from sandbox.envinfo import parse_cores, pin_to_cores
+
+        pin_to_cores(parse_cores(os.environ["KS_CORES"]))  # before any runner starts: they inherit it
     if argv[1] == "--standby":
         _stand_by()
         line = sys.stdin.readline().strip()

@@ -35,6 +35,11 @@ from sandbox.timing import Timer, TimingPolicy
 # fast enough to matter is missed with a probability of at most 0.5 ** (n / 2) over n timed calls
 # (3% at the minimum of 10); calls faster than the median so far are always checked.
 CHECKED_SHARE = 0.5
+# A paired shape runs at least this many rounds (budget allowing up to PAIRED_BUDGET_CAP times the
+# shape's budget): on a busy 2-core host one round's ratio varies by about 12%, and with fewer rounds
+# a 10% difference hides inside its own interval (bench/paired_accuracy.py).
+MIN_PAIRED_ROUNDS = 16
+PAIRED_BUDGET_CAP = 4.0
 CALIBRATION_BATCHES = 5
 MAX_BATCH = 16
 # Bytes of inputs and outputs one batch may hold: slots in the arena on the CPU, call tensors on a GPU.
@@ -329,7 +334,9 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         live = [first] if base_failed else tracks
         calls = min(sum(t.sizes) for t in live)
         series = first.samples if base_failed else ratios
-        if series and _enough(series, calls, policy, time.perf_counter() - started):
+        elapsed = time.perf_counter() - started
+        rounds_enough = base_failed or len(ratios) >= MIN_PAIRED_ROUNDS or elapsed > PAIRED_BUDGET_CAP * policy.budget_s
+        if series and rounds_enough and _enough(series, calls, policy, elapsed):
             break
     paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios)}
     if not base_failed:
