@@ -38,7 +38,7 @@ from graph.chat_tools import (
 from graph.cli import app
 from graph.config import LLMSettings
 from graph.control import pending_plans
-from graph.run_data import failure_reason, num, ratio
+from graph.run_data import baselines, failure_reason, num, num_interval, ratio
 from graph.runs import RunHandle, create_run
 from tests import scientist_script as script
 from tests.chat_script import (
@@ -81,7 +81,8 @@ def test_tools_read_the_run_from_the_archive(mixed: tuple[RunHandle, Archive]) -
     best, seed = archive.best(), archive.seed()
     row = leaderboard_row(tools.leaderboard(LeaderboardArgs()))
     assert row["kernel"] == f"[{best.id}]" and row["geomean"] == num(best.geomean_us)
-    assert row["vs_seed"] == ratio(seed.geomean_us / best.geomean_us) and row["vs_pytorch"] == ratio(best.speedup)
+    assert row["vs_seed"] == ratio(seed.geomean_us / best.geomean_us)
+    assert row["vs_pytorch"] == ratio(baselines(archive).vs_reference(best))  # the run's one baseline
     # Per-shape times against PyTorch and the speed of light, as the sandbox's verdict has them.
     text = tools.kernel(KernelArgs(kernel_id=best.id, include_source=True))
     for b in json.loads(archive.kernel_verdict(best.id))["benchmarks"]:
@@ -107,7 +108,7 @@ def test_tools_read_the_run_from_the_archive(mixed: tuple[RunHandle, Archive]) -
     assert by_name["compare"].run({"kernel_ids": [best.id]}).startswith("error: bad arguments for compare")
     # Without a chat model the /commands still answer; questions say what is missing.
     session = ChatSession(handle, archive)
-    assert f"best kernel: [{best.id}] {num(best.geomean_us)} µs" in session.slash("/status")
+    assert f"best kernel: [{best.id}] {num_interval(best.geomean_us, best.geomean_ci_us, 'µs')}" in session.slash("/status")
     assert "build_error" in session.slash("/experiments")
     assert session.ask("which kernel is fastest?").error.startswith("no chat model is configured")
 
@@ -165,7 +166,7 @@ def test_an_invented_number_is_sent_back(mixed: tuple[RunHandle, Archive]) -> No
     notices: list[str] = []
     turn = ChatSession(handle, archive, model).ask("How fast is the best kernel?", on_notice=notices.append)
     assert turn.revised and turn.ungrounded == []
-    assert turn.text == f"[{best.id}] runs at {num(best.geomean_us)} µs."
+    assert turn.text == f"[{best.id}] runs at {num_interval(best.geomean_us, best.geomean_ci_us, 'µs')} (95% interval)."
     check = model.requests[1].messages[-1].text
     assert "7.77e+17, 3.33e+15" in check and "appear in no tool result" in check
     assert notices == ["numbers not found in the run's data: 7.77e+17, 3.33e+15; asking again"]

@@ -119,3 +119,17 @@ def test_a_good_candidate_after_a_crash_gets_a_correct_verdict(tmp_path: Path) -
 
 def test_all_broken_kinds_are_exercised() -> None:
     assert set(BODIES) == {"wrong_values", "unwritten_output", "wrong_shape", "raises", "segfault", "hangs"}
+
+
+@pytest.mark.slow
+def test_a_missing_package_or_entry_point_is_one_line_that_says_what_is_needed(tmp_path: Path) -> None:
+    needs = tmp_path / "needs.py"
+    needs.write_text("import helion_not_installed_here.language as hl\n\ndef custom_kernel(data):\n    return data[2]\n")
+    verdict = evaluate("vector_add", needs, CHECK)
+    assert verdict.status == Status.runtime_error
+    assert "needs the Python package 'helion_not_installed_here'" in verdict.message
+    nameless = tmp_path / "nameless.py"
+    nameless.write_text("custom_kernel = 3\n")
+    verdict = evaluate("vector_add", nameless, CHECK)
+    assert verdict.status == Status.runtime_error and "defines no custom_kernel(data)" in verdict.message
+    assert not any("Traceback" in e for e in verdict.errors)  # a user's mistake, not the harness's

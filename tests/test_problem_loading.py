@@ -196,3 +196,26 @@ def test_size_expressions_are_arithmetic_only() -> None:
         eval_size_expression("__import__('os').system('true')", {})
     with pytest.raises(ProblemError, match="unknown name"):
         eval_size_expression("m * q", {"m": 1})
+
+
+@pytest.mark.slow
+def test_a_submission_imports_the_utils_py_its_task_yml_takes_from_elsewhere(tmp_path: Path) -> None:
+    """The linalg layout: utils.py two folders away, named in task.yml's `files:`. The runner sees only
+    the problem's folder and its parent; the judge hands it that module's text."""
+    root = tmp_path / "problems"
+    root.mkdir()
+    task = _foreign_problem(root)
+    shared = tmp_path / "pmpp_v2"
+    shared.mkdir()
+    (root / "utils.py").rename(shared / "utils.py")
+    (shared / "utils.py").write_text((shared / "utils.py").read_text() + "\nFACTOR = 2\n")
+    yml = task / "task.yml"
+    yml.write_text(yml.read_text().replace(
+        'files:\n', 'files:\n  - {"name": "utils.py", "source": "../../pmpp_v2/utils.py"}\n'
+    ))  # fmt: skip
+    (task / "submission.py").write_text(
+        "from task import input_t, output_t\nfrom utils import FACTOR\n\n"
+        "def custom_kernel(data: input_t) -> output_t:\n    return data * FACTOR\n"
+    )
+    verdict = evaluate(task, task / "submission.py", CHECK)
+    assert verdict.status == Status.ok, verdict.message

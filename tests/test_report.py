@@ -101,7 +101,8 @@ def test_report_renders_in_headless_chromium(run: tuple[RunHandle, Archive], tmp
     # The leaderboard as the browser shows it: the archive's kernels in order with their times.
     board = archive.leaderboard()
     assert [row[1] for row in seen["leaderboard"]] == [k.id for k in board]
-    assert [row[5] for row in seen["leaderboard"]] == [num(k.geomean_us) for k in board]
+    assert [row[5] for row in seen["leaderboard"]] == [
+        num_interval(k.geomean_us, k.geomean_ci_us) + (" (busy host)" if k.noisy else "") for k in board]
     # Per-shape table: the PyTorch reference and the speed of light for every benchmark shape.
     base = baselines(archive)
     assert [row[0] for row in seen["shapes"]] == base.shapes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -149,7 +150,8 @@ class Judge:
         if self.arena is not None:
             self.arena.close()
         self.arena = Arena.create(max(size, 2 * (self.arena.size if self.arena else 0)))
-        self.session.setup(self.arena, self.device, self.threads, problem_dir(self.problem), self.deadline)
+        self.session.setup(self.arena, self.device, self.threads, problem_dir(self.problem), self.deadline,
+                           modules=shared_modules(self.problem))
 
     def inputs_unchanged(self, tree: Any, pristine: Any, buffers: list[str], force: bool = False) -> None:
         """Every input the call was given must still hold what the judge wrote (outputs excluded).
@@ -278,6 +280,17 @@ def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def problem_dir(problem: Problem) -> Any:
     """The folder the submission imports `task` and `utils` from (a KernelBench file's folder)."""
     return problem.path if problem.path.is_dir() else problem.path.parent
+
+
+def shared_modules(problem: Problem) -> dict[str, str]:
+    """Modules a problem's task.yml places beside the submission from elsewhere in its repository
+    (GPU MODE's linalg problems take utils.py from ../../pmpp_v2/): name -> source. The runner
+    sees only the problem's folder and its parent, so the judge sends their text."""
+    folder = problem_dir(problem)
+    utils = getattr(problem, "utils_path", None)
+    if utils is None or Path(utils).parent in (folder, folder.parent):
+        return {}
+    return {"utils": Path(utils).read_text()}
 
 
 def output_bytes(output: Any) -> int:

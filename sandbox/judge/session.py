@@ -130,11 +130,12 @@ class RunnerSession:
 
     # -- requests -------------------------------------------------------------------------
 
-    def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float) -> None:
+    def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float,
+              modules: dict[str, str] | None = None) -> None:
         self._greeting(deadline)
         self.arena = arena
-        self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir)},
-                   fds=[arena.fd])
+        self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir),
+                    "modules": modules or {}}, fds=[arena.fd])
         reply = self._receive(deadline)
         if reply.get("op") != "ready":
             raise RunnerBroke(f"setup answered with {str(reply)[:200]}")

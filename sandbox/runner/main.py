@@ -34,6 +34,25 @@ from sandbox.shared.arena import Arena, ArenaError, align, contiguous_strides, d
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
 
+
+def _install_module(name: str, source: str) -> None:
+    """A module the problem places beside the submission from elsewhere (its text sent by the judge),
+    written into this runner's own /tmp and imported under its name, once."""
+    import importlib.util
+    import tempfile
+
+    known = sys.modules.get(name)
+    if known is not None and getattr(known, "__ks_source__", None) == source:
+        return
+    path = Path(tempfile.mkdtemp(prefix=f"ks-{name}-")) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__ks_source__ = source  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+
 class Runner:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -78,6 +97,8 @@ class Runner:
             for entry in (str(Path(problem_dir).parent), str(problem_dir)):
                 if entry not in sys.path:
                     sys.path.insert(0, entry)
+        for name, source in (request.get("modules") or {}).items():
+            _install_module(str(name), str(source))
         if self.device.startswith("cuda"):
             torch.cuda.set_device(0)
             self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
@@ -104,9 +125,15 @@ class Runner:
                     raise problem.SubmissionError("the submission defines no custom_kernel(data)")
         except native.BuildError as exc:
             return {"op": "failed", "kind": "build", "message": str(exc)}
+        except problem.SubmissionError as exc:  # the submission's own shape is wrong: no harness traceback
+            return {"op": "failed", "kind": "import", "message": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - the candidate's import failed, whatever it raised
             text = "".join(traceback.format_exception(exc)[-8:])
-            return {"op": "failed", "kind": "import", "message": f"{type(exc).__name__}: {exc}", "trace": text[-4000:]}
+            message = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, ModuleNotFoundError) and exc.name:
+                message += (f" (the submission needs the Python package {exc.name.split('.')[0]!r}, which is not "
+                            "installed where it is evaluated: install it there, or evaluate where it is)")
+            return {"op": "failed", "kind": "import", "message": message, "trace": text[-4000:]}
         return {"op": "loaded"}
 
     def _remote_build(self, **build: Any) -> Path:
