@@ -103,6 +103,13 @@ def eval_command(
         fail(f"--cores: {exc}")
     if target not in TARGETS:
         fail(unknown_target(target))
+    if target != "cpu":
+        from graph.preflight import check_target
+
+        try:
+            check_target(target)  # a GPU target without its GPU: one line that points to the doctor
+        except PreflightError as exc:
+            fail(str(exc))
     try:
         spec = load_problem(problem, target)
         if submission is None:
@@ -133,6 +140,8 @@ def eval_command(
         except ValueError as exc:
             fail(str(exc))
     render_verdict(verdict, console)
+    if verdict.status.value in ("harness_error", "build_error") and target != "cpu":
+        console.print(f"[dim]`kernel-scientist doctor --target {target}` says what this machine has and lacks for it[/dim]")
     if json_out is not None:
         json_out.write_text(verdict.to_json())
         console.print(f"[dim]verdict written to {json_out}[/dim]")

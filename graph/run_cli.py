@@ -213,7 +213,7 @@ def export_command(
     """Write a run's best kernel as a submission file with its #!POPCORN header lines."""
     from graph.archive import Archive
     from graph.export import ExportError, export_kernel
-    from graph.run_data import num
+    from graph.run_data import headline, num_interval
     from graph.run_handle import RunError, open_run
 
     try:
@@ -223,7 +223,10 @@ def export_command(
         chosen = export_kernel(archive, out, handle.config.target, kernel, leaderboard, gpu)
     except (RunError, ExportError) as exc:
         fail(str(exc))
-    console.print(f"kernel {chosen.id} ({num(chosen.geomean_us)} µs) written to {out}")
+    console.print(f"kernel {chosen.id} ({num_interval(chosen.geomean_us, chosen.geomean_ci_us, 'µs')}) written to {out}")
+    top = headline(archive)
+    if top.best is not None and top.best.id == chosen.id and top.seed_text():
+        console.print(f"the run's best: {top.seed_text()}")
     if handle.config.target == "cpu":
         print(
             "note: CPU kernels build through this project's sandbox.native; they are not competition entries.",

@@ -72,6 +72,7 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
                          ratio_ci=b.paired.ratio_ci if b.paired else None,
                          round_ratios=b.paired.round_ratios if b.paired else []) for b in verdict.benchmarks]
     reasons = [b.paired.error for b in verdict.benchmarks if b.paired and b.paired.error]
+    reasons += [e for e in verdict.errors if e.startswith("the base kernel")][:1]  # it did not load or pass
     if not verdict.passed:
         reasons.insert(0, f"{verdict.status.value}: {verdict.message[:300]}")
     return Verification(

@@ -106,3 +106,15 @@ def test_llm_endpoint_reachability(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KS_LLM_BASE_URL", f"http://127.0.0.1:{port}/v1")
     gone = doctor.llm_endpoint()
     assert not gone.ok and "does not answer" in gone.detail and gone.fix and secret not in gone.model_dump_json()
+
+
+def test_eval_on_a_gpu_target_without_its_gpu_points_to_the_doctor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from graph import preflight
+    from graph.cli import app
+
+    monkeypatch.setattr(preflight, "gpu_found", lambda target: False)
+    result = CliRunner().invoke(app, ["eval", "vector_add", "--target", "hip"])
+    assert result.exit_code == 2
+    assert "needs an AMD GPU" in result.output and "kernel-scientist doctor" in result.output

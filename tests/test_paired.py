@@ -46,7 +46,17 @@ def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -
     broken.write_text("def custom_kernel(data):\n    raise RuntimeError('the base breaks')\n")
     verdict = _paired(_kernel(tmp_path, 1), broken)
     assert verdict.status is Status.ok, verdict.message
-    assert all(b.paired is not None and b.paired.error and b.paired.ratio is None for b in verdict.benchmarks)
+    # It fails the checks the candidate passed: no yardstick, the candidate is timed alone.
+    assert all(b.paired is None for b in verdict.benchmarks) and verdict.summary.paired is None
+    assert any("failed its check" in e and "the base breaks" in e for e in verdict.errors)
+    # One that passes the checks but breaks on the large benchmark shape: that shape is not paired.
+    late = tmp_path / "late.py"
+    late.write_text(_kernel(tmp_path, 1).read_text().replace(
+        "def custom_kernel(data):\n", "def custom_kernel(data):\n    assert data[0].numel() < 2_000_000, 'the base breaks late'\n"))
+    verdict = _paired(_kernel(tmp_path, 1), late)
+    assert verdict.status is Status.ok, verdict.message
+    broken_shapes = [b for b in verdict.benchmarks if b.paired is not None and b.paired.error]
+    assert broken_shapes and all(b.paired.ratio is None for b in broken_shapes)
     assert verdict.summary.paired is None
 
 

@@ -184,6 +184,7 @@ class Evaluation:
             base_watch.start(self.base_judge.session.host_pid)
         try:
             self._check(problem)
+            self._check_base(problem)
             if self.mode == "full":
                 self._time(problem, calibrations, device)
         finally:
@@ -292,6 +293,25 @@ class Evaluation:
         if failed:
             self.finish("wrong_output", f"{len(failed)} of {len(cases)} tests failed; first: {failed[0]['shape']}: "
                         f"{failed[0]['message']}")
+
+    def _check_base(self, problem: Any) -> None:
+        """The base kernel goes through the candidate's checks too, so that both runners come to the
+        timing with the same history (calls, memory, caches), and a base that does not pass here is
+        no yardstick: the candidate is then timed alone, and the verdict says why."""
+        if self.base_judge is None:
+            return
+        for params in problem.tests:
+            for case in [None, *problem.adversarial]:
+                try:
+                    passed = self.base_judge.check(params, case).passed
+                    reason = "" if passed else f"wrong output on {problem.shape_label(params)}"
+                except Exception as exc:  # noqa: BLE001 - whatever the base did, the candidate's verdict stands
+                    passed, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if not passed:
+                    self.result["errors"].append(f"the base kernel failed its check here, so nothing was paired: {reason[:500]}")
+                    self.base_judge.session.close()
+                    self.base_judge = None
+                    return
 
     def _timed_shape(self, shape: Any, policy: Any, calibration: Any, base_calibration: Any = None) -> dict[str, Any]:
         assert self.judge is not None
