@@ -12,13 +12,14 @@ command that repeats it.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from graph.archive import Archive, KernelRecord
-from sandbox.summary import difference, geomean, geomean_interval, paired_summary
+from sandbox.summary import Z95, difference, geomean, geomean_interval, paired_summary
 from sandbox.verdict import Verdict
 
 _META_KEY = "verifications"
@@ -136,7 +137,33 @@ def _pooled(checks: list[Verification]) -> tuple[float, tuple[float, float], str
     centre = geomean(ratios)
     if centre is None or interval is None:
         return None
+    interval = _with_judge_spread(centre, interval, checks)
     return centre, interval, difference(*interval), shapes
+
+
+def _with_judge_spread(centre: float, interval: tuple[float, float], checks: list[Verification]) -> tuple[float, float]:
+    """The pooled interval widened by how much the fresh judges disagree beyond their own intervals.
+
+    A pair of runner processes can favour one kernel for its whole life (on a 2-core VM, by a few
+    percent: the vCPU each was kept on), a factor shared by every round of that judge, so the rounds'
+    interval cannot see it. The judges' own estimates can: the DerSimonian-Laird between-judge
+    variance of their log-ratios, added to the pooled estimate's as the variance of a mean over the
+    judges. Judges that agree leave the interval as it was."""
+    logs, variances = [], []
+    for check in checks:
+        if not check.ratio or not check.ratio_ci or min(check.ratio_ci) <= 0:
+            return interval
+        logs.append(math.log(check.ratio))
+        variances.append(max(((math.log(check.ratio_ci[1]) - math.log(check.ratio_ci[0])) / (2 * Z95)) ** 2, 1e-12))
+    if len(logs) < 2:
+        return interval
+    weights = [1 / v for v in variances]
+    mean = sum(w * y for w, y in zip(weights, logs, strict=True)) / sum(weights)
+    q = sum(w * (y - mean) ** 2 for w, y in zip(weights, logs, strict=True))
+    spread = max(0.0, (q - (len(logs) - 1)) / (sum(weights) - sum(w * w for w in weights) / sum(weights)))
+    half = (math.log(interval[1]) - math.log(interval[0])) / 2
+    half = math.sqrt(half * half + Z95 * Z95 * spread / len(logs))
+    return centre * math.exp(-half), centre * math.exp(half)
 
 
 def record(archive: Archive, verification: Verification) -> None:

@@ -59,7 +59,7 @@ def geomean(values: Sequence[float | None]) -> float | None:
 
 # Confidence of every interval the project reports, and the normal quantile that goes with it.
 CONFIDENCE = 0.95
-_Z = 1.959964
+Z95 = 1.959964
 # A paired ratio within this much of 1 is no difference worth a lesson, even when its interval is tight.
 NOISE_FLOOR = 0.01
 MAX_KEPT_ROUNDS = 400  # a paired shape's per-round ratios kept in its verdict
@@ -73,7 +73,7 @@ def median_interval(samples: list[float]) -> tuple[float, float]:
     n = len(ordered)
     if n < 6:
         return ordered[0], ordered[-1]
-    half = _Z * math.sqrt(n) / 2
+    half = Z95 * math.sqrt(n) / 2
     lo = max(0, math.floor(n / 2 - half))
     hi = min(n - 1, math.ceil(n / 2 + half) - 1)
     return ordered[lo], ordered[hi]
@@ -85,9 +85,9 @@ def geomean_interval(medians: list[float], intervals: list[tuple[float, float]])
     if not medians or len(medians) != len(intervals) or any(m <= 0 or lo <= 0 for m, (lo, _) in zip(medians, intervals, strict=True)):
         return None
     logs = [math.log(m) for m in medians]
-    spreads = [(math.log(hi) - math.log(lo)) / (2 * _Z) for lo, hi in intervals]
+    spreads = [(math.log(hi) - math.log(lo)) / (2 * Z95) for lo, hi in intervals]
     centre = sum(logs) / len(logs)
-    half = _Z * math.sqrt(sum(s * s for s in spreads)) / len(logs)
+    half = Z95 * math.sqrt(sum(s * s for s in spreads)) / len(logs)
     return math.exp(centre - half), math.exp(centre + half)
 
 
@@ -105,7 +105,7 @@ def shift_interval(logs: list[float]) -> tuple[float, float, float]:
     if n < 6:
         return centre, walsh[0], walsh[-1]
     spread = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    k = max(0, math.floor(m / 2 - _Z * spread))
+    k = max(0, math.floor(m / 2 - Z95 * spread))
     return centre, walsh[k], walsh[m - 1 - k]
 
 

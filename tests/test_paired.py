@@ -118,6 +118,23 @@ def test_fresh_judges_rounds_are_pooled_per_shape_into_one_interval() -> None:
     assert same.ratio_ci[0] < 1.0 < same.ratio_ci[1] and same.difference == "no measurable difference"
 
 
+def test_judges_that_disagree_beyond_their_intervals_widen_the_verification() -> None:
+    from graph import verify
+
+    def judge(factor: float) -> verify.Verification:
+        rounds = [factor * (1.0 + 0.01 * ((i % 5) - 2)) for i in range(20)]  # tight rounds around `factor`
+        shape = verify.ShapeRatio(shape="n=1", candidate_us=1.0, ratio=factor, ratio_ci=(factor * 0.99, factor * 1.01),
+                                  round_ratios=rounds)
+        return verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256="b", base_sha256="a", status="ok",
+                                   ratio=factor, ratio_ci=(factor * 0.99, factor * 1.01), difference="faster", shapes=[shape])
+
+    agreeing = verify.combine([judge(1.05), judge(1.05)])
+    assert agreeing.difference == "faster" and agreeing.ratio_ci[1] / agreeing.ratio_ci[0] < 1.02
+    # Each judge alone is sure, but of different things: a factor of its pair of processes.
+    split = verify.combine([judge(1.08), judge(0.97)])
+    assert split.ratio_ci[0] < 1.0 < split.ratio_ci[1] and split.difference == "no measurable difference"
+
+
 def test_a_win_must_hold_in_every_fresh_judge() -> None:
     from graph import verify
 
