@@ -195,18 +195,19 @@ def decode(tree: Any, leaf: Callable[[dict[str, Any]], Any], depth: int = 0) -> 
 
 
 def tensors(data: Any) -> list[tuple[str, torch.Tensor]]:
-    """(path, tensor) for every tensor in a structure, in a stable order."""
-    out: list[tuple[str, torch.Tensor]] = []
+    """(path, tensor) for every tensor in a structure, in a stable order.
 
-    def walk(x: Any, path: str) -> None:
+    A loop with an explicit stack, not a nested recursive function: such a closure refers to itself,
+    so every call left a reference cycle holding the tensors (GPU copies included) until the cyclic
+    collector happened to run; on the H100 the judge filled 64 GiB that way."""
+    out: list[tuple[str, torch.Tensor]] = []
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        x, path = stack.pop()
         if isinstance(x, torch.Tensor):
             out.append((path, x))
         elif isinstance(x, (tuple, list)):
-            for i, v in enumerate(x):
-                walk(v, f"{path}[{i}]")
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(x))))
         elif isinstance(x, dict):
-            for k, v in x.items():
-                walk(v, f"{path}[{k!r}]")
-
-    walk(data, "")
+            stack.extend((v, f"{path}[{k!r}]") for k, v in reversed(list(x.items())))
     return out
