@@ -63,6 +63,7 @@ CHEATS = [
     # Caught in the check phase when the thread is late there (wrong output), else as work after return.
     ("channel", "vector_add", "rt_channel_background_thread", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_background_pool", "full", {Status.rejected, Status.wrong_output}, None),
+    ("channel", "vector_add", "rt_paired_slow_the_base", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_background_fork", "full", {Status.rejected, Status.wrong_output}, None),
     # 4. remembering answers: every timed call gets contents no earlier call had
     ("memo", "softmax", "rt_memo_pointer", "full", CAUGHT, None),
