@@ -79,7 +79,10 @@ def _compare_tensor(
     # NaN or inf where the reference is finite is the worst possible error.
     bad_value = ~torch.isfinite(g) & torch.isfinite(e)
     nan_mismatch = torch.isnan(g) ^ torch.isnan(e)
-    score = torch.where(bad_value | nan_mismatch, torch.full_like(diff, float("inf")), diff)
+    # The worst element is the one furthest beyond its own allowance (with tolerances), else the one
+    # furthest off: a large error well inside a large allowance is not what failed.
+    excess = diff / (atol + rtol * e.abs()).clamp_min(1e-300) if rtol is not None and atol is not None else diff
+    score = torch.where(bad_value | nan_mismatch, torch.full_like(diff, float("inf")), excess)
     score = torch.nan_to_num(score, nan=0.0)
     flat = int(torch.argmax(score).item())
     index = [int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)]

@@ -20,7 +20,7 @@ from sandbox.judge.timed import Calibration, bound_by_judge
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
 from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode
-from sandbox.shared.blend import apply_recipe, digest
+from sandbox.shared.blend import apply_recipe, blend_into, digest
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the runner process may import of the project: nothing that decides a verdict or holds a secret.
@@ -143,6 +143,16 @@ def test_a_recipe_gives_both_sides_the_same_inputs_inside_the_sets_bounds() -> N
     assert torch.equal(one["[0]"], two["[0]"])
     assert not torch.equal(one["[0]"], bases[0]["[0]"]) and not torch.equal(one["[0]"], bases[1]["[0]"])
     assert 0.0 <= float(one["[0]"].min()) and float(one["[0]"].max()) <= 1.0  # a convex blend stays in [0, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
+def test_a_blend_is_the_rotated_convex_mix_in_every_dtype(dtype: torch.dtype) -> None:
+    # fp8 has no arithmetic (and CUDA no roll for it): it is blended in float32 and rounded once.
+    a, b = torch.randn(40, 7).to(dtype), torch.randn(40, 7).to(dtype)
+    out = torch.empty(40, 7, dtype=dtype)
+    blend_into(out, a, b, 7 * 3, 0.25)
+    expected = torch.lerp(torch.roll(b.float().reshape(-1), -21), a.float().reshape(-1), 0.25).to(dtype)
+    assert torch.equal(out.reshape(-1).float(), expected.float())
 
 
 def test_the_digest_commits_to_every_bit() -> None:

@@ -92,6 +92,15 @@ def test_comparison_names_the_worst_element() -> None:
     assert "(2, 3)" in result.message and "got 0.5" in result.message and "allowed" in result.message
 
 
+def test_the_worst_element_is_the_one_furthest_beyond_its_allowance() -> None:
+    # A large error inside a large value's allowance passed; the small value's small error failed.
+    expected = torch.tensor([100.0, 0.0, 1.0])
+    got = torch.tensor([101.5, 0.01, 1.0])
+    result = compare_outputs(got, expected, rtol=0.02, atol=1e-3)
+    assert not result.passed and result.mismatches == 1
+    assert result.worst_index == [1] and "got 0.01" in result.message, result.message
+
+
 def test_comparison_counts_unwritten_nan() -> None:
     expected = torch.ones(10)
     got = expected.clone()

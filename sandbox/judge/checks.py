@@ -181,9 +181,10 @@ class Judge:
             raise IntegrityViolation("protocol", f"the runner described its output impossibly: {exc}") from exc
 
     def call(self, tree: Any = None, region: dict[str, int] | None = None, noop: bool = False,
-             recipe: dict[str, Any] | None = None) -> Call:
+             recipe: dict[str, Any] | None = None, out_bytes: int = 0) -> Call:
         self.calls += 1
-        result = self.session.call(self.calls, self.deadline, data=tree, recipe=recipe, out_region=region, noop=noop)
+        result = self.session.call(self.calls, self.deadline, data=tree, recipe=recipe, out_region=region, noop=noop,
+                                   out_bytes=out_bytes)
         if not result.ok:
             raise CandidateFailure(result.message, fatal=result.fatal)
         return result
@@ -230,8 +231,9 @@ class Judge:
         if adversarial:
             apply_values(pristine, adversarial)
         expected, buffers = self.expected(pristine)
-        tree, region = self.place(pristine, buffers, output_bytes(expected))
-        result = self.call(tree, region)
+        size = output_bytes(expected)
+        tree, region = self.place(pristine, buffers, size)
+        result = self.call(tree, region, out_bytes=size)
         output = self.output_of(result)
         self.inputs_unchanged(tree, pristine, buffers)
         return self.verdict_of(pristine, output, expected)

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.judge import procs
 from sandbox.judge.elfsyms import SymbolTable, table_for
 from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
@@ -153,6 +154,7 @@ class LibraryWatch:
                  "-p", str(pid), "-o", str(self.data)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
             )
+            procs.own(self.proc.pid)
         except OSError as exc:
             self.error = f"perf could not start: {exc}"
 

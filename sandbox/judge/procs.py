@@ -1,26 +1,89 @@
-"""Processes below a process, from /proc: for the memory limit and for killing everything a
-runner left (its own session, a daemon that double-forked). Standard library only."""
+"""Processes below a process, from /proc: for the memory limit, for killing everything a runner
+left (its own session, a daemon that double-forked), and for the CPU time of everything a runner's
+sandbox holds. Standard library only."""
 
 from __future__ import annotations
 
+import glob
 import os
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The judge's own children that are not a runner's doing (a runner's top process, perf): every
+# other child of the judge is an orphan a runner left behind, adopted by the judge as subreaper.
+_OWN: set[int] = set()
+
+
+def own(pid: int) -> None:
+    """Record a child the judge started itself (see `strays`)."""
+    _OWN.add(pid)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3 onwards), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parents() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat_fields(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _children(pid: int) -> list[int] | None:
+    """Direct children from /proc/PID/task/*/children (each thread lists the ones it started);
+    None where the kernel has no such file."""
+    files = glob.glob(f"/proc/{pid}/task/*/children")
+    if not files:
+        return None if os.path.isdir(f"/proc/{pid}/task") else []  # a kernel without them, or a process gone
+    found: list[int] = []
+    for path in files:
+        try:
+            with open(path) as listing:
+                found += [int(p) for p in listing.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def descendants(root: int) -> list[int]:
-    """Every process below `root` (children, theirs, ...), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
+    """Every process below `root` (children, theirs, ...), parents before their children."""
+    scanned: dict[int, list[int]] | None = None
     found, queue = [], [root]
     while queue:
-        for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
+        pid = queue.pop(0)
+        below = _children(pid)
+        if below is None:  # no children files on this kernel: one scan of /proc for the whole walk
+            scanned = scanned if scanned is not None else _parents()
+            below = scanned.get(pid, [])
+        found += below
+        queue += below
     return found
+
+
+def strays() -> list[int]:
+    """The judge's children it did not start: orphans of a runner without a PID namespace of its own
+    (the judge is their subreaper), and everything below them."""
+    mine = os.getpid()
+    adopted = [pid for pid in (_children(mine) or _parents().get(mine, [])) if pid not in _OWN]
+    return [p for pid in adopted for p in (pid, *descendants(pid))]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time of these processes: each one's threads, live or a zombie's, and the children each
+    has waited for. Read in the order given, parents first: a child reaped between two reads is
+    then missed once, never counted twice (a process's time moves to its parent when reaped)."""
+    ticks = 0
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None:
+            try:
+                ticks += sum(int(f) for f in fields[11:15])
+            except ValueError:
+                continue
+    return ticks / _CLOCK_TICKS

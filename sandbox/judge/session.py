@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox import native
-from sandbox.judge import isolation
+from sandbox.judge import isolation, procs
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
@@ -110,6 +110,7 @@ class RunnerSession:
                 pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
             )
         runner_end.close()
+        procs.own(self.proc.pid)
         self.arena: Arena | None = None
         self.build_records: list[dict[str, Any]] = []
         self.host_pid: int | None = None
@@ -152,10 +153,11 @@ class RunnerSession:
             self._send(self._build(reply))
 
     def call(self, index: int, deadline: float, *, data: Any = None, recipe: dict[str, Any] | None = None,
-             out_region: dict[str, int] | None = None, noop: bool = False) -> Call:
+             out_region: dict[str, int] | None = None, noop: bool = False, out_bytes: int = 0) -> Call:
         """One call: on arena data (`data`, output copied into `out_region`) or on a recipe over the
         sets the runner holds (`recipe`: the output stays there, announced by its digest)."""
-        request: dict[str, Any] = {"op": "call", "i": index, "kernel": "noop" if noop else "candidate"}
+        request: dict[str, Any] = {"op": "call", "i": index, "kernel": "noop" if noop else "candidate",
+                                   "out_bytes": out_bytes}
         if recipe is not None:
             request["recipe"] = recipe
         else:
@@ -248,15 +250,17 @@ class RunnerSession:
     # -- the channel ------------------------------------------------------------------------
 
     def cpu_seconds(self) -> float | None:
-        """The runner's CPU time so far (all its threads, and children it has waited for), from /proc."""
+        """CPU time so far of everything the runner's sandbox holds: the runner's threads, every process
+        below the sandbox's first one (a helper it never waits for, an orphan its PID namespace
+        adopted) and what those waited for; without a namespace, the orphans the judge adopted too.
+        A process's time is not its parent's until the parent waits for it, so the runner's own
+        figure alone would miss work handed to another process."""
         if self.host_pid is None:
             return None
-        try:
-            with open(f"/proc/{self.host_pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            return sum(int(f) for f in fields[11:15]) / _CLOCK_TICKS
-        except (OSError, ValueError, IndexError):
-            return None
+        pids = [self.proc.pid, *descendants(self.proc.pid)]
+        if not self.isolated:
+            pids += procs.strays()
+        return procs.cpu_seconds(pids)
 
     def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         if message.get("op") != "batch":  # the runner has work of the judge's to do: not idle
@@ -331,9 +335,6 @@ def _call_of(reply: dict[str, Any], rtt: float) -> Call:
 def _trace(reply: dict[str, Any]) -> str:
     trace = reply.get("trace")
     return f"\n{str(trace)[-4000:]}" if trace else ""
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def runner_host_pid(top: int) -> int | None:

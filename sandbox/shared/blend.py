@@ -38,12 +38,16 @@ def blend_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, k: int, weig
     """out = weight * a + (1 - weight) * b rotated by k elements, in storage order."""
     o, x, y = flat(out), flat(a), flat(b)
     n = x.numel()
-    if out.element_size() == 1:  # fp8: blend in float32, round once
-        o.copy_(torch.lerp(torch.roll(y, -k).float(), x.float(), weight))
-        return
-    torch.lerp(y[k:], x[: n - k], weight, out=o[: n - k])
+    _lerp(y[k:], x[: n - k], weight, o[: n - k])
     if k:
-        torch.lerp(y[:k], x[n - k:], weight, out=o[n - k:])
+        _lerp(y[:k], x[n - k:], weight, o[n - k:])
+
+
+def _lerp(start: torch.Tensor, end: torch.Tensor, weight: float, out: torch.Tensor) -> None:
+    if out.element_size() == 1:  # fp8 has no arithmetic of its own: blend in float32, round once
+        out.copy_(torch.lerp(start.float(), end.float(), weight))
+    else:
+        torch.lerp(start, end, weight, out=out)
 
 
 def apply_recipe(work: dict[str, torch.Tensor], bases: list[dict[str, torch.Tensor]], recipe: dict[str, Any],
