@@ -68,6 +68,7 @@ CHEATS = [
     # ... and by helper processes: every process of the runner's sandbox is on the judge's books
     ("channel", "vector_add", "rt_channel_helper_process", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_orphan_helper", "full", {Status.rejected, Status.wrong_output}, None),
+    ("channel", "vector_add", "rt_paired_slow_the_base_process", "full", {Status.rejected}, "work-after-return"),
     # 4. remembering answers: every timed call gets contents no earlier call had
     ("memo", "softmax", "rt_memo_pointer", "full", CAUGHT, None),
     ("memo", "softmax", "rt_memo_sampled", "full", CAUGHT, None),
