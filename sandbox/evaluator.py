@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -34,6 +33,7 @@ from typing import Any
 from sandbox import profiled, rocprof
 from sandbox.judge.procs import descendants
 from sandbox.problem import load_problem
+from sandbox.safe_env import safe_env
 from sandbox.verdict import ProblemInfo, Status, SubmissionInfo, Verdict
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,6 @@ TARGETS = ("cpu", "cuda", "hip")  # hip: a ROCm PyTorch host (MI300), which torc
 
 # Variables a worker may inherit; everything else, and anything that looks
 # like a credential whatever its name, stays behind.
-_ALLOWED_ENV = {
-    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME", "TMPDIR", "TERM",
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH", "HIP_PLATFORM",
-    "CXX", "CC", "NVCC", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_CACHE_DIR",
-    "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION",
-    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
-}
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 PROFILER_FLUSH_S = 120.0
@@ -102,11 +94,7 @@ class EvalOptions:
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (k in _ALLOWED_ENV or k.startswith("KS_")) and not _SECRET_NAME.search(k)
-    }
+    env = safe_env()
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox import amdgcn_libs
+from sandbox.safe_env import safe_env
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,9 @@ def find_clang() -> str | None:
 
 
 def hip_env() -> dict[str, str]:
-    """The environment HIP compilers run in: AMD platform even where nvcc is installed."""
-    env = dict(os.environ)
+    """The environment HIP compilers run in: AMD platform even where nvcc is installed; no secrets
+    (they compile candidate source, which can quote any file it includes)."""
+    env = safe_env()
     env["HIP_PLATFORM"] = "amd"
     env.setdefault("HIP_COMPILER", "clang")
     return env

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import buildcache
+from sandbox.safe_env import safe_env
 
 BUILD_TIMEOUT_S = float(os.environ.get("KS_BUILD_TIMEOUT", "600"))
 
@@ -95,6 +96,47 @@ class BuildError(RuntimeError):
         super().__init__(f"build of {name!r} failed: {summary}")
 
 
+# Flags a candidate may add to a build: optimisation, code generation, warnings, macros, include
+# folders and libraries by name. Nothing that names a program, a plugin, a file to write, or options
+# handed on to another tool: builds run on the judge's side, where `-wrapper`, `-B`, `-fplugin=`,
+# `-Wl,...`, `@file`, `-ccbin` or `-Xcompiler` would run the candidate's choice of program.
+_VALUE = r"[A-Za-z0-9_.+\-]+"
+_COMMON_FLAGS = (
+    r"-O[0-3sgz]?|-Ofast|-g[0-3]?|-w|-std=[a-z0-9+]+|-D[A-Za-z_][A-Za-z0-9_]*(=\S*)?|-U[A-Za-z_][A-Za-z0-9_]*"
+    r"|-I[^\s@]+|-l[A-Za-z0-9_+.\-]+"
+)
+_FLAG_RULES = {
+    "cpp": re.compile(
+        _COMMON_FLAGS
+        + r"|-march=" + _VALUE + r"|-mtune=" + _VALUE + r"|-m(no-)?[a-z0-9\-]+(=" + _VALUE + r")?"
+        + r"|-f(no-)?(?!plugin|profile|auto-profile|dump|create-profile|specs)[a-z0-9\-]+(=[A-Za-z0-9_.,+\-]+)?"
+        + r"|-W(?![lap],)(no-)?[a-z0-9\-]+(=[a-z0-9\-]+)?|-pthread|-fPIC|-shared|--param=[a-z0-9\-]+=[0-9]+"
+    ),
+    "cuda": re.compile(
+        _COMMON_FLAGS
+        + r"|-G|-lineinfo|--?use_fast_math|--(ftz|prec-div|prec-sqrt|fmad)=(true|false)|--?maxrregcount=[0-9]+"
+        + r"|-Xptxas=[A-Za-z0-9_=,.\-]+|--ptxas-options=[A-Za-z0-9_=,.\-]+|--expt-relaxed-constexpr"
+        + r"|--expt-extended-lambda|--extended-lambda|--restrict|--?res(ource)?-usage|--default-stream=[a-z\-]+"
+        + r"|-gencode=arch=compute_[0-9]+[af]?,code=(sm|compute)_[0-9]+[af]?|-arch=(sm|compute)_[0-9]+[af]?"
+    ),
+}
+
+
+def checked_flags(lang: str, flags: Sequence[str]) -> list[str]:
+    """The candidate's extra build flags, each on the allow-list, or ValueError naming the first
+    that is not (one flag per item: `-Xptxas=-v`, not `-Xptxas`, `-v`)."""
+    rule = _FLAG_RULES.get(lang)
+    if rule is None:
+        raise ValueError(f"unknown language {lang!r}: expected 'cpp' or 'cuda'")
+    for flag in flags:
+        if not isinstance(flag, str) or rule.fullmatch(flag) is None:
+            raise ValueError(
+                f"build flag {str(flag)[:80]!r} is not allowed: a build may add optimisation, code-generation, "
+                "warning and -D/-U/-I/-l flags, one per item, but nothing that runs another program or writes files"
+            )
+    return list(flags)
+
+
 @dataclass
 class _Toolchain:
     lang: str
@@ -132,6 +174,7 @@ def _cpu_model() -> str:
 
 
 def _toolchain(lang: str, extra: Sequence[str], openmp: bool) -> _Toolchain:
+    extra = checked_flags(lang, extra)
     if lang == "cpp":
         compiler = os.environ.get("CXX", "g++")
         flags = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"]
@@ -154,7 +197,12 @@ def _toolchain(lang: str, extra: Sequence[str], openmp: bool) -> _Toolchain:
     raise ValueError(f"unknown language {lang!r}: expected 'cpp' or 'cuda'")
 
 
-def _build(name: str, source: str, chain: _Toolchain) -> Path:
+# How a compiler command runs: given the command and its work folder, the command to run instead
+# (the judge passes a sandbox of the candidate's own view, with only that folder writable).
+CompileWrapper = Callable[[list[str], Path], list[str]]
+
+
+def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | None = None) -> Path:
     if shutil.which(chain.compiler) is None:
         raise BuildError(name, f"compiler {chain.compiler!r} not found on PATH")
     host = _cpu_model() if chain.lang == "cpp" else ""
@@ -180,7 +228,8 @@ def _build(name: str, source: str, chain: _Toolchain) -> Path:
             command = [chain.compiler, *chain.flags, str(src), "-o", str(out)]
             try:
                 proc = subprocess.run(
-                    command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=work
+                    wrap(command, Path(work)) if wrap else command, capture_output=True, text=True,
+                    timeout=BUILD_TIMEOUT_S, cwd=work, env=safe_env(),
                 )
                 log, ok = proc.stdout + proc.stderr, proc.returncode == 0
             except subprocess.TimeoutExpired:
@@ -277,12 +326,14 @@ def load_cuda(source: str, *, name: str = "kernel", flags: Sequence[str] = ()) -
 BUILD_SERVICE: Callable[..., Path] | None = None
 
 
-def library(*, name: str, source: str, lang: str, flags: list[str], openmp: bool) -> Path:
-    """The built library for this source: through the build service where one is set."""
+def library(*, name: str, source: str, lang: str, flags: list[str], openmp: bool,
+            wrap: CompileWrapper | None = None) -> Path:
+    """The built library for this source: through the build service where one is set; `wrap` runs
+    the compiler inside whatever the caller trusts (the judge: a sandbox of its own)."""
     if BUILD_SERVICE is not None:
         return BUILD_SERVICE(name=name, source=source, lang=lang, flags=list(flags), openmp=openmp)
     if lang == "cuda":
-        return _build(name, source + _CUDA_HELPERS, _toolchain("cuda", flags, openmp=False))
+        return _build(name, source + _CUDA_HELPERS, _toolchain("cuda", flags, openmp=False), wrap)
     if lang == "cpp":
-        return _build(name, source, _toolchain("cpp", flags, openmp))
+        return _build(name, source, _toolchain("cpp", flags, openmp), wrap)
     raise BuildError(name, f"unknown language {lang!r}: expected 'cpp' or 'cuda'")

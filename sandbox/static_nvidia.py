@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox import buildcache, hip, targets
+from sandbox.safe_env import safe_env
 from sandbox.static_report import (
     _LOG_LIMIT,
     REPORT_VERSION,
@@ -195,7 +196,7 @@ def analyze_cuda(
         (Path(work) / src_name).write_text(source)
         try:
             proc = subprocess.run(
-                command, capture_output=True, text=True, timeout=hip.COMPILE_TIMEOUT_S, cwd=work
+                command, capture_output=True, text=True, timeout=hip.COMPILE_TIMEOUT_S, cwd=work, env=safe_env()
             )
             ok, output = proc.returncode == 0, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired:
@@ -206,7 +207,7 @@ def analyze_cuda(
             if cuobjdump is None:
                 notes.append("cuobjdump not found: no SASS instruction counts")
             else:
-                env = dict(os.environ)
+                env = safe_env()
                 # cuobjdump runs nvdisasm, which the wheels install beside it.
                 env["PATH"] = f"{Path(cuobjdump).parent}{os.pathsep}{env.get('PATH', '')}"
                 try:

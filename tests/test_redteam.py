@@ -196,6 +196,17 @@ def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     assert honest.status == Status.ok, _detail(honest)
 
 
+@pytest.mark.parametrize("name", ["rt_escape_build_wrapper", "rt_escape_build_specs"])
+def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> None:
+    """Builds run on the judge's side: a flag that would make the compiler run or find a program of the
+    candidate's choosing is refused, and nothing runs outside the sandbox."""
+    marker = Path("/tmp/ks_rt_escape_marker")
+    marker.unlink(missing_ok=True)
+    verdict = _evaluate("vector_add", name, "check")
+    assert verdict.status == Status.runtime_error and "not allowed" in verdict.message, _detail(verdict)
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("name, status", [("rt_nolook_mutate_when_timed", Status.rejected),
                                           ("problems/vector_add/seeds/cpu.py", Status.ok)])
 def test_inputs_built_by_the_runner_come_back_with_checked_outputs(name: str, status: Status) -> None:

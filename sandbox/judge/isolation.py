@@ -93,3 +93,21 @@ def command(
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
+
+
+def compiler_command(command: list[str], work: Path) -> list[str]:
+    """A compiler of candidate source inside bubblewrap: the system read-only, a private /tmp, only
+    its work folder writable, no network, its own PID namespace, an unprivileged user where
+    possible. The flags are already allow-listed (sandbox/native.py); this holds where a compiler
+    option or a bug in one would still run or write what the candidate chose. As it is where no
+    sandbox works (the verdict then says `not isolated`)."""
+    found = probe()
+    bwrap = shutil.which("bwrap")
+    if not found.available or bwrap is None:
+        return command
+    args = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
+            "--tmpfs", "/var/tmp", "--bind", str(work), str(work), "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(work)]
+    if found.unprivileged_user:
+        args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
+    return [*args, "--", *command]

@@ -237,7 +237,7 @@ class RunnerSession:
             path = native.library(
                 name=str(request.get("name", "kernel"))[:64], source=str(request.get("source", "")),
                 lang=str(request.get("lang", "cpp")), flags=[str(f) for f in request.get("flags") or []],
-                openmp=bool(request.get("openmp", True)),
+                openmp=bool(request.get("openmp", True)), wrap=isolation.compiler_command,
             )
         except native.BuildError as exc:
             self.build_records.extend(native.BUILD_RECORDS[before:])
