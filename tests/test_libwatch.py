@@ -57,6 +57,42 @@ def test_a_function_is_named_by_its_offset_in_the_file(tmp_path: Path) -> None:
     assert table is not None and table.symbol_at(0) is None  # the ELF header is no function's code
 
 
+def _wiped(lib: Path, tmp_path: Path) -> Path:
+    """A copy without section headers: the loader needs only the program headers."""
+    import struct
+
+    raw = bytearray(lib.read_bytes())
+    struct.pack_into("<Q", raw, 0x28, 0)  # e_shoff
+    struct.pack_into("<HHH", raw, 0x3A, 0, 0, 0)  # e_shentsize, e_shnum, e_shstrndx
+    copy = tmp_path / "libwiped.so"
+    copy.write_bytes(raw)
+    return copy
+
+
+def test_a_library_without_section_headers_is_named_as_the_loader_names_it(tmp_path: Path) -> None:
+    lib = ctypes.CDLL(str(_wiped(_build(tmp_path), tmp_path)))
+    start = ctypes.cast(lib.cblas_ks_spin, ctypes.c_void_p).value
+    assert start is not None
+    path, offset = _file_offset(start + 4)
+    table = table_for(Path(path))
+    assert table is not None and table.symbol_at(offset) == "cblas_ks_spin"
+
+
+def test_code_in_a_file_that_names_no_function_counts_as_hidden(tmp_path: Path) -> None:
+    from sandbox.judge.libwatch import _GONE, _Files
+    from sandbox.judge.perfdata import Hit
+
+    # A static, stripped program: no section symbol table and no dynamic one.
+    src, program = tmp_path / "p.c", tmp_path / "p"
+    src.write_text("int main(void) { return 0; }\n")
+    if shutil.which("gcc") is None or subprocess.run(["gcc", "-static", "-s", "-o", str(program), str(src)]).returncode:
+        pytest.skip("no static C toolchain")
+    table = table_for(program)
+    assert table is not None and not len(table.starts)
+    hit = Hit(pid=os.getpid(), path=str(program), inode=program.stat().st_ino, file_offset=0x1000)
+    assert LibraryWatch._symbol(_Files(None), hit) is _GONE
+
+
 def test_a_file_that_is_not_elf_has_no_table(tmp_path: Path) -> None:
     script = tmp_path / "x.so"
     script.write_text("#!/bin/sh\n")

@@ -181,3 +181,25 @@ def test_a_pinned_evaluation_runs_the_kernel_on_those_cores_only(tmp_path: Path)
     verdict = evaluate("vector_add", kernel, options)
     assert verdict.status == Status.ok, verdict.message
     assert verdict.host is not None and verdict.host["before"]["pinned_to"] == [core]
+
+
+ADVERSARIAL = Path(__file__).parent / "adversarial"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", ["rt_paired_slow_the_base", "rt_paired_slow_the_base_process"])
+def test_a_kernel_that_burns_the_cpu_after_its_calls_does_not_look_faster_than_its_twin(cheat: str, tmp_path: Path) -> None:
+    # The cheat adds exactly as its base does, then keeps a thread or a helper process busy after each
+    # call, so the base timed next would run on a busy host. Its sandbox is stopped from its answer
+    # until its next request (sandbox/judge/session.py's `_freeze`), so the burn lands on its own
+    # batches: rejected, or no faster than the twin without the burn.
+    source = (ADVERSARIAL / f"{cheat}.py").read_text()
+    twin = tmp_path / "twin.py"
+    twin.write_text("from sandbox.native import load_cpp\n\nlib = load_cpp(r'''" + source.split("r'''")[1].split("'''")[0]
+                    + f"''', name='{cheat}_twin', openmp=False)\n\n\ndef custom_kernel(data):\n    a, b, out = data\n"
+                    "    lib.add(a, b, out, a.numel())\n    return out\n")
+    verdict = _paired(ADVERSARIAL / f"{cheat}.py", twin)
+    if verdict.status is Status.rejected:
+        return
+    assert verdict.status is Status.ok, verdict.message
+    assert verdict.summary.paired is not None and verdict.summary.paired.difference != "faster", verdict.summary.paired

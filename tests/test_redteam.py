@@ -63,12 +63,11 @@ CHEATS = [
     # Caught in the check phase when the thread is late there (wrong output), else as work after return.
     ("channel", "vector_add", "rt_channel_background_thread", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_background_pool", "full", {Status.rejected, Status.wrong_output}, None),
-    ("channel", "vector_add", "rt_paired_slow_the_base", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_background_fork", "full", {Status.rejected, Status.wrong_output}, None),
     # ... and by helper processes: every process of the runner's sandbox is on the judge's books
     ("channel", "vector_add", "rt_channel_helper_process", "full", {Status.rejected, Status.wrong_output}, None),
     ("channel", "vector_add", "rt_channel_orphan_helper", "full", {Status.rejected, Status.wrong_output}, None),
-    ("channel", "vector_add", "rt_paired_slow_the_base_process", "full", {Status.rejected}, "work-after-return"),
+    ("channel", "vector_add", "rt_channel_autoreaped_clone", "full", {Status.rejected, Status.wrong_output}, None),
     # 4. remembering answers: every timed call gets contents no earlier call had
     ("memo", "softmax", "rt_memo_pointer", "full", CAUGHT, None),
     ("memo", "softmax", "rt_memo_sampled", "full", CAUGHT, None),
@@ -87,6 +86,7 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_fork", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_tmpcopy_openblas", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),
+    ("library", "matmul_bf16", "rt_library_wiped_sections", "full", {Status.rejected}, None),
     ("library", "vector_add", "rt_library_sum_stack", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "rt_library_addcmul", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "rt_library_numpy_add", "full", {Status.rejected}, "forbidden-op"),
@@ -101,6 +101,7 @@ CHEATS = [
     ("values", "rmsnorm", "rt_values_rmsnorm_fp16acc", "check", {Status.wrong_output}, None),
     ("values", "rmsnorm", "rt_values_rmsnorm_no_eps", "check", {Status.wrong_output}, None),
     ("values", "rmsnorm", "rt_values_rmsnorm_bf16_chunks", "check", {Status.wrong_output}, None),
+    ("values", "softmax", "rt_values_softmax_ranked_only", "full", {Status.wrong_output}, None),
     # and the older set: partial or stale outputs
     ("outputs", "softmax", "stale_memory", "check", {Status.wrong_output}, None),
     ("outputs", "softmax", "first_row_only", "check", {Status.wrong_output}, None),

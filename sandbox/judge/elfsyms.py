@@ -17,7 +17,8 @@ from typing import BinaryIO
 
 import torch
 
-_SHT_SYMTAB, _SHT_DYNSYM, _PT_LOAD = 2, 11, 1
+_SHT_SYMTAB, _SHT_DYNSYM, _PT_LOAD, _PT_DYNAMIC = 2, 11, 1, 2
+_DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ, _DT_GNU_HASH = 4, 5, 6, 10, 0x6FFFFEF5
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 _NAME_CHUNK = 512
 
@@ -46,6 +47,8 @@ class SymbolTable:
             raise NotElf(f"{path} is not a 64-bit little-endian ELF file")
         self.segments = _segments(f, head)
         self.starts, self.ends, self.names, self.strtabs = _functions(f, head)
+        if not len(self.starts):  # no section headers (wiped, or never written): what the loader reads
+            self.starts, self.ends, self.names, self.strtabs = _dynamic_functions(f, head, self.segments)
         self._resolved: dict[int, str] = {}
 
     def symbol_at(self, file_offset: int) -> str | None:
@@ -80,6 +83,61 @@ class SymbolTable:
         return self._resolved[packed]
 
 
+def _offset_of(segments: list[_Segment], vaddr: int) -> int | None:
+    for s in segments:
+        if s.vaddr <= vaddr < s.vaddr + s.filesz:
+            return vaddr - s.vaddr + s.offset
+    return None
+
+
+def _dynamic_functions(f: BinaryIO, head: bytes, segments: list[_Segment]) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                    torch.Tensor, list[tuple[int, int]]]:
+    """The functions of the dynamic symbol table, found as the loader finds it (PT_DYNAMIC's DT_SYMTAB,
+    DT_STRTAB and a hash table for the count), for files whose section headers are gone: a library
+    cannot hide the names it exports and still be called through them."""
+    empty = torch.empty(0, dtype=torch.int64)
+    phoff, = struct.unpack_from("<Q", head, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    f.seek(phoff)
+    raw = f.read(phentsize * phnum)
+    dynamic = next((struct.unpack_from("<IIQQQQ", raw, i * phentsize) for i in range(phnum)
+                    if struct.unpack_from("<I", raw, i * phentsize)[0] == _PT_DYNAMIC), None)
+    if dynamic is None:
+        return empty, empty, empty, []
+    f.seek(dynamic[2])
+    entries = struct.iter_unpack("<qQ", f.read(dynamic[5] - dynamic[5] % 16))
+    tags = {tag: value for tag, value in entries if tag in (_DT_SYMTAB, _DT_STRTAB, _DT_STRSZ, _DT_HASH, _DT_GNU_HASH)}
+    symtab, strtab = _offset_of(segments, tags.get(_DT_SYMTAB, -1)), _offset_of(segments, tags.get(_DT_STRTAB, -1))
+    count = _symbol_count(f, segments, tags)
+    if symtab is None or strtab is None or not count:
+        return empty, empty, empty, []
+    f.seek(symtab)
+    table = torch.frombuffer(bytearray(f.read(24 * count)), dtype=torch.int64).view(-1, 3)
+    return _sorted_functions([table], [(strtab, tags.get(_DT_STRSZ, 1 << 30))])
+
+
+def _symbol_count(f: BinaryIO, segments: list[_Segment], tags: dict[int, int]) -> int:
+    """How many dynamic symbols there are: DT_HASH's chain count, else past the last GNU hash chain."""
+    if (at := _offset_of(segments, tags.get(_DT_HASH, -1))) is not None:
+        f.seek(at)
+        return int(struct.unpack("<II", f.read(8))[1])
+    if (at := _offset_of(segments, tags.get(_DT_GNU_HASH, -1))) is None:
+        return 0
+    f.seek(at)
+    nbuckets, symoffset, bloom, _shift = struct.unpack("<IIII", f.read(16))
+    f.seek(at + 16 + 8 * bloom)
+    buckets = struct.unpack(f"<{nbuckets}I", f.read(4 * nbuckets))
+    last = max(buckets, default=0)
+    if last < symoffset:
+        return symoffset
+    f.seek(at + 16 + 8 * bloom + 4 * nbuckets + 4 * (last - symoffset))
+    while True:
+        word = f.read(4)
+        if len(word) < 4 or struct.unpack("<I", word)[0] & 1:
+            return last + 1
+        last += 1
+
+
 def _segments(f: BinaryIO, head: bytes) -> list[_Segment]:
     phoff, = struct.unpack_from("<Q", head, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
@@ -102,20 +160,29 @@ def _functions(f: BinaryIO, head: bytes) -> tuple[torch.Tensor, torch.Tensor, to
     f.seek(shoff)
     raw = f.read(shentsize * shnum)
     sections = [struct.unpack_from("<IIQQQQIIQQ", raw, i * shentsize) for i in range(shnum)]
-    starts, ends, names, strtabs = [], [], [], []
+    tables, strtabs = [], []
     for sh_type, offset, size, link in ((s[1], s[4], s[5], s[6]) for s in sections):
         if sh_type not in (_SHT_SYMTAB, _SHT_DYNSYM) or link >= len(sections):
             continue
         f.seek(offset)
-        table = torch.frombuffer(bytearray(f.read(size - size % 24)), dtype=torch.int64).view(-1, 3)
+        tables.append(torch.frombuffer(bytearray(f.read(size - size % 24)), dtype=torch.int64).view(-1, 3))
+        strtabs.append((sections[link][4], sections[link][5]))
+    return _sorted_functions(tables, strtabs)
+
+
+def _sorted_functions(tables: list[torch.Tensor], strtabs: list[tuple[int, int]]) -> tuple[
+        torch.Tensor, torch.Tensor, torch.Tensor, list[tuple[int, int]]]:
+    """The defined functions of symbol tables (rows of 24 bytes), sorted by address, with their names'
+    places (string table index << 32 | offset in it)."""
+    starts, ends, names = [], [], []
+    for index, table in enumerate(tables):
         word, value, length = table[:, 0], table[:, 1], table[:, 2]
         kind = (word >> 32) & 0xF
         defined = ((word >> 48) & 0xFFFF) != 0
         keep = ((kind == _STT_FUNC) | (kind == _STT_GNU_IFUNC)) & defined & (value != 0)
-        strtabs.append((sections[link][4], sections[link][5]))
         starts.append(value[keep])
         ends.append(value[keep] + length[keep])
-        names.append((word[keep] & 0xFFFFFFFF) | (len(strtabs) - 1) << 32)
+        names.append((word[keep] & 0xFFFFFFFF) | index << 32)
     if not starts:
         empty = torch.empty(0, dtype=torch.int64)
         return empty, empty, empty, strtabs

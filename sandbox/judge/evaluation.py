@@ -267,8 +267,7 @@ class Evaluation:
 
         assert self.judge is not None
         self.phase("check")
-        cases: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(p, None) for p in problem.tests]
-        cases += [(p, case) for case in problem.adversarial for p in problem.tests]
+        cases = self._check_cases(problem)
         failed = []
         for params, case in cases:
             label = problem.shape_label(params) + (f" [{case.get('name', 'adversarial values')}]" if case else "")
@@ -294,24 +293,31 @@ class Evaluation:
             self.finish("wrong_output", f"{len(failed)} of {len(cases)} tests failed; first: {failed[0]['shape']}: "
                         f"{failed[0]['message']}")
 
+    def _check_cases(self, problem: Any) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Every test shape as generated and under each of the problem's adversarial values; when the
+        kernel is to be timed, every benchmark shape under them too: a kernel that takes another
+        path on the ranked shapes must handle the same values there."""
+        cases: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(p, None) for p in problem.tests]
+        shapes = problem.tests + (problem.benchmarks if self.mode == "full" else [])
+        return cases + [(p, case) for case in problem.adversarial for p in shapes]
+
     def _check_base(self, problem: Any) -> None:
         """The base kernel goes through the candidate's checks too, so that both runners come to the
         timing with the same history (calls, memory, caches), and a base that does not pass here is
         no yardstick: the candidate is then timed alone, and the verdict says why."""
         if self.base_judge is None:
             return
-        for params in problem.tests:
-            for case in [None, *problem.adversarial]:
-                try:
-                    passed = self.base_judge.check(params, case).passed
-                    reason = "" if passed else f"wrong output on {problem.shape_label(params)}"
-                except Exception as exc:  # noqa: BLE001 - whatever the base did, the candidate's verdict stands
-                    passed, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                if not passed:
-                    self.result["errors"].append(f"the base kernel failed its check here, so nothing was paired: {reason[:500]}")
-                    self.base_judge.session.close()
-                    self.base_judge = None
-                    return
+        for params, case in self._check_cases(problem):
+            try:
+                passed = self.base_judge.check(params, case).passed
+                reason = "" if passed else f"wrong output on {problem.shape_label(params)}"
+            except Exception as exc:  # noqa: BLE001 - whatever the base did, the candidate's verdict stands
+                passed, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if not passed:
+                self.result["errors"].append(f"the base kernel failed its check here, so nothing was paired: {reason[:500]}")
+                self.base_judge.session.close()
+                self.base_judge = None
+                return
 
     def _timed_shape(self, shape: Any, policy: Any, calibration: Any, base_calibration: Any = None) -> dict[str, Any]:
         assert self.judge is not None

@@ -195,8 +195,8 @@ class LibraryWatch:
         if hit.path.startswith("["):  # [vdso], [vsyscall]: the kernel's own pages
             return None
         table = files.table(hit)
-        if isinstance(table, _Gone):
-            return _GONE
+        if isinstance(table, _Gone) or (table is not None and not len(table.starts)):
+            return _GONE  # no file to read, or an ELF file that names none of its functions
         return table.symbol_at(hit.file_offset) if table is not None else None
 
     def classify(self, resolved: Iterable[tuple[str, str | None | _Gone]], patterns: list[re.Pattern[str]]) -> Sampled:

@@ -120,6 +120,8 @@ class RunnerSession:
         # has nothing to do: work a candidate left running after its calls returned.
         self.idle_cpu_s = 0.0
         self._answered_cpu: float | None = None
+        # Processes stopped since the runner's last answer (CPU target): see `_freeze`.
+        self._frozen: list[int] = []
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -169,7 +171,7 @@ class RunnerSession:
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
-        self._answered_cpu = self.cpu_seconds()
+        self._answered_cpu = self._freeze()
         if reply.get("i") != index or reply.get("op") not in ("done", "error"):
             raise RunnerBroke(f"expected the answer to call {index}, got {str(reply)[:200]}")
         return _call_of(reply, rtt)
@@ -189,7 +191,7 @@ class RunnerSession:
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
-        self._answered_cpu = self.cpu_seconds()
+        self._answered_cpu = self._freeze()
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")
@@ -257,14 +259,59 @@ class RunnerSession:
         figure alone would miss work handed to another process."""
         if self.host_pid is None:
             return None
+        return procs.cpu_seconds(self._sandbox_pids())
+
+    def _sandbox_pids(self) -> list[int]:
+        """Every process of the runner's sandbox, parents first (`cpu_seconds`)."""
         pids = [self.proc.pid, *descendants(self.proc.pid)]
-        if not self.isolated:
-            pids += procs.strays()
+        return pids + procs.strays() if not self.isolated else pids
+
+    def _freeze(self) -> float | None:
+        """Stop every process of the runner's sandbox the moment it has answered (CPU target), until
+        the judge next speaks to it; the sandbox's CPU time at that moment.
+
+        Outputs are read and checked while nothing of the candidate runs, so an output that was not
+        complete when its call returned stays incomplete, whatever process or thread was to finish
+        it (a child the kernel never waits for, one the kernel reaps automatically and whose CPU
+        time is then on nobody's books). In paired timing the other kernel's runner stays stopped
+        while this one is timed: neither can slow the other. The process group goes first, in one
+        call; then each process found below the sandbox, which catches those in sessions of their
+        own. GPU runners are not stopped: their outputs are committed to by digest when the call
+        returns, and the judge's later requests need them awake."""
+        if self.gpu or self.host_pid is None:
+            return self.cpu_seconds()
+        try:
+            os.killpg(self.host_pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
+        pids = self._sandbox_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                continue
+            self._frozen.append(pid)
         return procs.cpu_seconds(pids)
+
+    def _thaw(self) -> None:
+        if not self._frozen:
+            return
+        for pid in self._frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                continue
+        if self.host_pid is not None:
+            try:
+                os.killpg(self.host_pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._frozen = []
 
     def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         if message.get("op") != "batch":  # the runner has work of the judge's to do: not idle
             self._answered_cpu = None
+        self._thaw()
         try:
             protocol.send(self.sock, message, fds=fds)
         except OSError as exc:  # the runner is gone (a broken pipe): say how it ended
@@ -299,6 +346,7 @@ class RunnerSession:
         return f"exited with code {code}"
 
     def close(self) -> None:
+        self._thaw()
         try:
             protocol.send(self.sock, {"op": "exit"})
         except OSError:
