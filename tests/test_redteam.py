@@ -53,6 +53,7 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "vector_add", "rt_channel_underreport", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_underreport_softmax", "full", {Status.rejected}, "timing-contradicted"),
+    ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
     ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
     ("nolook", "softmax", "rt_nolook_every_k", "full", CAUGHT, None),
@@ -156,6 +157,17 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
     assert deferred.status == Status.ok == honest.status, _detail(deferred)
     assert deferred.summary.geomean_us is not None and honest.summary.geomean_us is not None
     assert deferred.summary.geomean_us > 0.5 * honest.summary.geomean_us, (deferred.summary, honest.summary)
+
+
+def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing() -> None:
+    # Each call reported 120 µs short: inside the bound's floor, so not rejected; but a batch's figure is
+    # never below what the judge's clock saw of it beyond the overhead's noise.
+    verdict = _evaluate("vector_add", "rt_channel_underreport_within")
+    assert verdict.status == Status.ok, _detail(verdict)
+    for bench in verdict.benchmarks:
+        judge = bench.judge or {}
+        noise = 1.5 * float(judge.get("spread_us", 0.0)) / float(judge.get("batch", 1))
+        assert bench.median_us >= (bench.judge_median_us or 0.0) - noise - 1.0, (bench.median_us, bench.judge_median_us, judge)
 
 
 def test_a_slowed_reference_does_not_inflate_the_speedup() -> None:

@@ -252,9 +252,11 @@ class Track:
         if was_timed:
             # The sample is the batch's mean per call: a call's own figure could be moved onto
             # another call of its batch, the batch's total is what the judge's clock bounds.
-            self.samples.append(sum(c.reported_us for c in calls) / len(calls))
-            self.reported.append(sum(c.reported_us for c in calls))
-            self.judged.append(max(0.0, rtt - self.calibration.overhead_us))
+            reported = sum(c.reported_us for c in calls)
+            judged = max(0.0, rtt - self.calibration.overhead_us)
+            self.samples.append(_sample(reported, judged, self.calibration, self.judge.device) / len(calls))
+            self.reported.append(reported)
+            self.judged.append(judged)
             self.sizes.append(len(calls))
         self.done += len(calls)
         if checked and judge.device != "cpu":
@@ -277,6 +279,18 @@ class Track:
                 f"{calls_s * 1e3:.0f} ms in all): work went on after the calls returned",
             )
         return summarise(self.samples).to_dict() | bound | {"reps": sum(self.sizes)}
+
+
+def _sample(reported: float, judged: float, calibration: Calibration, device: str) -> float:
+    """A batch's figure: the runner's, and on the CPU never less than what the judge's own clock saw of
+    the batch beyond the calibrated overhead and its noise. The bound below lets a runner's figure
+    fall short of the judge's by a factor and a floor before it rejects; inside that allowance an
+    under-reporting runner would otherwise gain, and on the CPU both clocks measure the same host
+    time. On a GPU the runner's figure is the device's (events), which the host's clock cannot
+    stand in for."""
+    if device != "cpu":
+        return reported
+    return max(reported, judged - 1.5 * calibration.spread_us)
 
 
 def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibration) -> dict[str, Any]:
@@ -359,7 +373,27 @@ def _reference_once(judge: Judge, shape: Shape, recipe: dict[str, Any], timer: T
         import torch
 
         torch.cuda.synchronize()
-    return timer.once(judge.problem.reference, data)
+    return timer.once(_placed(judge, shape, judge.problem.reference), data)
+
+
+def _placed(judge: Judge, shape: Shape, reference: Any) -> Any:
+    """The reference as a kernel's figure is taken on the CPU: with its fresh output copied into memory
+    kept for it, as a runner places a kernel's output in the arena inside the kernel's own figure
+    (problems whose outputs are preallocated place nothing)."""
+    if judge.device != "cpu" or shape.buffers:
+        return reference
+    kept: dict[int, Any] = {}
+
+    def placed(data: Any) -> Any:
+        out = reference(data)
+        for i, (_, tensor) in enumerate(tensors(out)):
+            dest = kept.get(i)
+            if dest is None or dest.shape != tensor.shape or dest.dtype != tensor.dtype:
+                dest = kept[i] = tensor.new_empty(tensor.shape)
+            dest.copy_(tensor)
+        return out
+
+    return placed
 
 
 def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: float) -> bool:
@@ -406,4 +440,4 @@ def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str
     ref_policy = TimingPolicy(warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
                               budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5)
     sets = shape.bases  # no longer needed by anything else: the reference may write its outputs into them
-    return Timer(judge.device, ref_policy).run(judge.problem.reference, lambda i: sets[i % 2]).to_dict()
+    return Timer(judge.device, ref_policy).run(_placed(judge, shape, judge.problem.reference), lambda i: sets[i % 2]).to_dict()
