@@ -49,10 +49,13 @@ def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -
     # It fails the checks the candidate passed: no yardstick, the candidate is timed alone.
     assert all(b.paired is None for b in verdict.benchmarks) and verdict.summary.paired is None
     assert any("failed its check" in e and "the base breaks" in e for e in verdict.errors)
-    # One that passes the checks but breaks on the large benchmark shape: that shape is not paired.
+    # One that passes the checks (the large benchmark shape is checked too, under each adversarial case)
+    # but breaks once the large shape is timed: that shape is not paired.
     late = tmp_path / "late.py"
     late.write_text(_kernel(tmp_path, 1).read_text().replace(
-        "def custom_kernel(data):\n", "def custom_kernel(data):\n    assert data[0].numel() < 2_000_000, 'the base breaks late'\n"))
+        "def custom_kernel(data):\n", "LARGE = []\n\n\ndef custom_kernel(data):\n"
+        "    LARGE.extend([1] if data[0].numel() >= 2_000_000 else [])\n"
+        "    assert len(LARGE) <= 4, 'the base breaks late'\n"))
     verdict = _paired(_kernel(tmp_path, 1), late)
     assert verdict.status is Status.ok, verdict.message
     broken_shapes = [b for b in verdict.benchmarks if b.paired is not None and b.paired.error]
