@@ -237,6 +237,25 @@ def test_the_runner_starts_inside_bubblewrap_with_the_reference_hidden(tmp_path:
     assert seen.stdout.strip().splitlines()[-1] in ("1", "2")  # its own PID namespace
 
 
+def test_the_runner_sees_no_home_folder_or_password_hash_but_what_it_needs(tmp_path: Path) -> None:
+    # Outside its namespace the runner's user is the judge's (often root): a read-only view of the
+    # whole system would show every key in a home folder, and /etc/shadow.
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[ROOT], hidden=[], gpu=False)
+    probe = (f"echo SHADOW; cat /etc/shadow 2>/dev/null | head -c 40; echo; echo HOMES; ls -A /root /home 2>/dev/null | "
+             f"grep -v ':$'; echo PROJECT; test -f {ROOT}/pyproject.toml && echo there")
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    shadow, rest = seen.split("HOMES", 1)
+    homes, project = rest.split("PROJECT", 1)
+    assert "root:" not in shadow
+    assert "there" in project  # the project is still there, wherever it was cloned
+    under_home = [p for p in ("/root/", "/home/") if str(ROOT).startswith(p)]
+    entries = [e for e in homes.split() if e]
+    # Only the way down to the project, where it was cloned under a home folder.
+    assert not entries or (under_home and set(entries) <= set(str(ROOT).split("/"))), entries
+
+
 # -- the bound ----------------------------------------------------------------------------------------
 
 

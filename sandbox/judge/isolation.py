@@ -20,6 +20,12 @@ from pathlib import Path
 
 # Devices a GPU runner needs: NVIDIA's control and UVM nodes, AMD's KFD and render nodes.
 _GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+# Where a host keeps what is nobody else's: home folders (keys, tokens, LLM configurations) and
+# the password hashes. The runner's user maps to the judge's outside the namespace (often root),
+# so a read-only view of the system would show it all: these are emptied, and what the runner
+# needs from under them (the project, the interpreter, the cache) is bound back in.
+_PRIVATE_FOLDERS = ("/root", "/home")
+_PRIVATE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,11 @@ def command(
         for pattern in _GPU_DEVICES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]
-    # What lives under the host's /tmp (a project cloned there, a test's build cache) would
-    # vanish behind the private /tmp: bound back in, read-only.
+    args += _private_hidden()
+    # What lives under the host's /tmp (a project cloned there, a test's build cache) or a home
+    # folder would vanish behind the private ones: bound back in, read-only.
     for folder in readable:
-        if folder.exists() and str(folder).startswith(("/tmp/", "/var/tmp/", "/dev/shm/")):
+        if folder.exists() and str(folder).startswith(("/tmp/", "/var/tmp/", "/dev/shm/", *(f"{p}/" for p in _PRIVATE_FOLDERS))):
             args += ["--ro-bind", str(folder), str(folder)]
     for secret in hidden:
         if secret.exists():
@@ -93,6 +100,18 @@ def command(
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
+
+
+def _private_hidden() -> list[str]:
+    """bubblewrap options that empty the host's private folders and hide its private files."""
+    args: list[str] = []
+    for folder in _PRIVATE_FOLDERS:
+        if os.path.isdir(folder):
+            args += ["--tmpfs", folder]
+    for secret in _PRIVATE_FILES:
+        if os.path.exists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    return args
 
 
 def compiler_command(command: list[str], work: Path) -> list[str]:
@@ -108,6 +127,7 @@ def compiler_command(command: list[str], work: Path) -> list[str]:
     args = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
             "--tmpfs", "/var/tmp", "--bind", str(work), str(work), "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(work)]
+    args[args.index("--bind"):args.index("--bind")] = _private_hidden()  # before the work folder is bound in
     if found.unprivileged_user:
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     return [*args, "--", *command]

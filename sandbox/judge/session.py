@@ -326,7 +326,7 @@ class RunnerSession:
             return protocol.receive(self.sock)
         except TimeoutError as exc:
             raise RunnerLate("no answer before the deadline") from exc
-        except protocol.ChannelClosed as exc:
+        except (protocol.ChannelClosed, ConnectionError) as exc:  # closed, or reset with our request unread
             raise RunnerGone(self.exit_description()) from exc
         except protocol.ProtocolError as exc:
             raise RunnerBroke(str(exc)) from exc
