@@ -43,17 +43,23 @@ def _run(runs: Path, args: argparse.Namespace) -> tuple[str, float]:
     return run, time.perf_counter() - started
 
 
-def _wins(runs: Path, run: str) -> list[Any]:
+def _wins(runs: Path, run: str) -> tuple[list[Any], list[str], dict[str, Any]]:
+    """The wins the run recorded, every side-by-side measurement it made (described), and its kernels."""
     from graph import verify
     from graph.report_cli import opened_run
 
     with opened_run(run, runs) as (_, archive):
         seen, wins = set(), []
-        for check in verify.verifications(archive):
+        checks = verify.verifications(archive)
+        for check in checks:
             if check.confirmed and (check.kernel_id, check.base_id) not in seen:
                 seen.add((check.kernel_id, check.base_id))
                 wins.append(check)
-        return wins
+        best, seed = archive.run_best(), archive.seed()
+        kernels = {"kernels": len(archive.kernels()), "crowned": best.id if best else None,
+                   "leaderboard_top": (archive.best().id if archive.best() else None),
+                   "seed_us": seed.geomean_us if seed else None, "crowned_us": best.geomean_us if best else None}
+        return wins, [c.describe() for c in checks], kernels
 
 
 def _retime(runs: Path, run: str, kernel: str, base: str) -> Any:
@@ -86,7 +92,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="ks-main-job-") as folder:
             runs = Path(folder)
             run, seconds = _run(runs, args)
-            wins = _wins(runs, run)
+            wins, measured, kernels = _wins(runs, run)
+            for line in measured:
+                print(f"measured in the run: {line}", flush=True)
             retimed = []
             for win in wins:
                 again = _retime(runs, run, win.kernel_id, win.base_id)
@@ -95,7 +103,8 @@ def main() -> None:
     finally:
         for spinner in spinners:
             spinner.terminate()
-    result = {"load_per_core": args.load, "cores": os.cpu_count(), "run_seconds": round(seconds, 1), "wins": len(wins),
+    result = {"load_per_core": args.load, "cores": os.cpu_count(), "run_seconds": round(seconds, 1), **kernels,
+              "measured_in_run": measured, "wins": len(wins),
               "contradicted": sum(r["again"]["difference"] == "slower" for r in retimed),
               "not_reproduced": sum(r["again"]["difference"] == "no measurable difference" for r in retimed),
               "retimed": retimed}
