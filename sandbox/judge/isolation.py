@@ -77,18 +77,11 @@ def command(
     found = probe()
     if not found.available:
         return inner
-    bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--tmpfs", "/dev/shm", "--tmpfs", "/var/tmp", "--unshare-pid", "--unshare-net",
-            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--chdir", "/tmp", "--clearenv"]
-    if found.unprivileged_user:
-        args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
+    args = [*_sandbox(found), "--unshare-cgroup-try", "--chdir", "/tmp", "--clearenv"]
     if gpu:
         for pattern in _GPU_DEVICES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]
-    args += _private_hidden()
     # What lives under the host's /tmp (a project cloned there, a test's build cache) or a home
     # folder would vanish behind the private ones: bound back in, read-only.
     for folder in readable:
@@ -102,32 +95,28 @@ def command(
     return [*args, "--", *inner]
 
 
-def _private_hidden() -> list[str]:
-    """bubblewrap options that empty the host's private folders and hide its private files."""
-    args: list[str] = []
-    for folder in _PRIVATE_FOLDERS:
-        if os.path.isdir(folder):
-            args += ["--tmpfs", folder]
-    for secret in _PRIVATE_FILES:
-        if os.path.exists(secret):
-            args += ["--ro-bind", "/dev/null", secret]
+def _sandbox(found: Isolation) -> list[str]:
+    """bubblewrap and the options every sandbox here shares: the system read-only with the host's
+    private folders emptied and its private files hidden, private temporary folders, its own PID,
+    network, IPC and UTS namespaces, no capabilities, an unprivileged user where the host allows,
+    and death with its parent. Binds that follow may bring paths back."""
+    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/var/tmp"]
+    args += [arg for folder in _PRIVATE_FOLDERS if os.path.isdir(folder) for arg in ("--tmpfs", folder)]
+    args += [arg for secret in _PRIVATE_FILES if os.path.exists(secret) for arg in ("--ro-bind", "/dev/null", secret)]
+    args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+             "--cap-drop", "ALL"]
+    if found.unprivileged_user:
+        args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     return args
 
 
 def compiler_command(command: list[str], work: Path) -> list[str]:
-    """A compiler of candidate source inside bubblewrap: the system read-only, a private /tmp, only
-    its work folder writable, no network, its own PID namespace, an unprivileged user where
-    possible. The flags are already allow-listed (sandbox/native.py); this holds where a compiler
+    """A compiler of candidate source inside bubblewrap (`_sandbox`) with only its work folder
+    writable. The flags are already allow-listed (sandbox/native.py); this holds where a compiler
     option or a bug in one would still run or write what the candidate chose. As it is where no
     sandbox works (the verdict then says `not isolated`)."""
     found = probe()
-    bwrap = shutil.which("bwrap")
-    if not found.available or bwrap is None:
+    if not found.available:
         return command
-    args = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-            "--tmpfs", "/var/tmp", "--bind", str(work), str(work), "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(work)]
-    args[args.index("--bind"):args.index("--bind")] = _private_hidden()  # before the work folder is bound in
-    if found.unprivileged_user:
-        args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
-    return [*args, "--", *command]
+    return [*_sandbox(found), "--bind", str(work), str(work), "--chdir", str(work), "--", *command]

@@ -70,7 +70,10 @@ def strays() -> list[int]:
     """The judge's children it did not start: orphans of a runner without a PID namespace of its own
     (the judge is their subreaper), and everything below them."""
     mine = os.getpid()
-    adopted = [pid for pid in (_children(mine) or _parents().get(mine, [])) if pid not in _OWN]
+    children = _children(mine)
+    if children is None:  # a kernel without children files
+        children = _parents().get(mine, [])
+    adopted = [pid for pid in children if pid not in _OWN]
     return [p for pid in adopted for p in (pid, *descendants(pid))]
 
 

@@ -312,8 +312,8 @@ def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
     """Leave NaN-filled blocks of the output's size in the device's memory cache: a fresh output the
     kernel allocates reuses one, so elements it forgets to write read as NaN (an unwritten output
     then says so) instead of holding an earlier call's values. Several blocks: a kernel often holds
-    a copy of its inputs and a result of the same size while it allocates the output it returns. All bytes 0xFF are NaN in float32, float16,
-    bfloat16 and float8 e4m3fn."""
+    a copy of its inputs and a result of the same size while it allocates the output it returns.
+    All bytes 0xFF are NaN in float32, float16, bfloat16 and float8 e4m3fn."""
     import torch
 
     held = [torch.empty(size, dtype=torch.uint8, device=device) for _ in range(blocks)]
