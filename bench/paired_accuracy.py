@@ -29,6 +29,9 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = {"cpu": ROOT / "tests" / "fixtures" / "vector_add_repeat.py",
             "cuda": ROOT / "tests" / "fixtures" / "vector_add_repeat_cuda.py"}
 PASSES = 10  # the candidate's passes over the data; the base makes PASSES * ratio
+# Two judges and two runners: on a GPU each holds vector_add's largest shape (1 GB a tensor) on the host
+# as well, beyond the evaluator's single-judge default.
+MEMORY_MB = {"cpu": 16384, "cuda": 65536}
 
 
 def _spin() -> None:
@@ -46,7 +49,8 @@ def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[
     from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 
     options = EvalOptions(target=target, timing={"budget_s": budget, "warmup_s": 0.02, "min_reps": 12},
-                          limits=PhaseLimits(build=300, check=120, time=300), paired_with=str(base), cores=cores)
+                          limits=PhaseLimits(build=300, check=120, time=300), paired_with=str(base), cores=cores,
+                          memory_limit_mb=MEMORY_MB[target])
     started = time.perf_counter()
     verdict = evaluate("vector_add", candidate, options)
     paired = verdict.summary.paired if verdict.summary else None

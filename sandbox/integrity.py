@@ -191,7 +191,8 @@ def scan_source(source: str, policy: Policy | None = None) -> list[Finding]:
 class IntegrityViolation(Exception):
     """A candidate did something the judge does not allow; `rule` names the rule, `reason` says what."""
 
-    def __init__(self, rule: str, reason: str) -> None:
+    def __init__(self, rule: str, reason: str, detail: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.rule = rule
         self.reason = reason
+        self.detail = detail  # the measurements behind the rejection, kept in the verdict

@@ -73,6 +73,8 @@ class Violation(BaseModel):
     rule: str
     reason: str
     shape: str | None = None
+    # What the rule was applied to (for `timing-contradicted`: both clocks per batch, the calibration).
+    detail: dict[str, Any] | None = None
 
 
 class IntegrityInfo(BaseModel):

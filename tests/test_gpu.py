@@ -110,3 +110,17 @@ def test_cuda_build_is_cached_across_workers() -> None:
     again = evaluate("vector_add", seed, CHECK)
     assert again.status == Status.ok and again.build.cached
     assert all(r.lang == "cuda" for r in again.build.records)
+
+
+def test_a_gpu_runners_digest_is_the_judges() -> None:
+    # The runner folds on its GPU in one launch where Triton is installed; the judge checks a
+    # delivered output with the torch fold on the host. Both must give the same value.
+    import torch
+
+    from sandbox.shared import xorfold
+    from sandbox.shared.blend import digest
+
+    for numel, dtype in [(64, torch.float32), (4097 * 64 + 5, torch.bfloat16), (3 << 20, torch.float32), (999, torch.float16)]:
+        host = torch.randn(numel).to(dtype)
+        device = host.cuda()
+        assert digest([device]) == digest([host]), (numel, dtype, xorfold.available(device))

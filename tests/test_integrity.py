@@ -114,9 +114,11 @@ def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: se
 
 @pytest.mark.slow
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["legit_cuda_persistent", "legit_cuda_side_stream_joined"])
-def test_clever_but_legitimate_gpu_kernels_pass(name: str) -> None:
-    verdict = evaluate("vector_add", ADV / f"{name}.py", _options("cuda", "full"))
+@pytest.mark.parametrize("problem, name", [("vector_add", "legit_cuda_persistent"),
+                                           ("vector_add", "legit_cuda_side_stream_joined"),
+                                           ("softmax", "legit_rt_persistent_out")])  # one buffer returned by every call
+def test_clever_but_legitimate_gpu_kernels_pass(problem: str, name: str) -> None:
+    verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", "full"))
     assert verdict.status == Status.ok, (verdict.message, verdict.errors)
 
 

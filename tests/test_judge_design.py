@@ -10,12 +10,13 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from sandbox.integrity import IntegrityViolation
-from sandbox.judge import isolation, libwatch
+from sandbox.judge import isolation, libwatch, timed
 from sandbox.judge.timed import Calibration, bound_by_judge
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
@@ -266,6 +267,35 @@ def test_the_judges_clock_bounds_what_the_runner_reports() -> None:
     with pytest.raises(IntegrityViolation) as caught:
         bound_by_judge([40.0, 41.0, 40.0], [4000.0, 4100.0, 4050.0], [4, 4, 4], calibration, "gpu")
     assert caught.value.rule == "timing-contradicted" and "outside the measured region" in caught.value.reason
+
+
+def _track(reported: list[float], judged: list[float]) -> timed.Track:
+    judge = SimpleNamespace(device="cuda")
+    calibration = Calibration(batch=4, overhead_us=1000.0, spread_us=80.0, samples_us=[1000.0] * 7)
+    return timed.Track(judge, None, calibration, warmup=0, reported=list(reported), judged=list(judged),  # type: ignore[arg-type]
+                       sizes=[4] * len(reported))
+
+
+def test_a_contradiction_is_measured_on_more_batches_before_it_stands() -> None:
+    # Two of three round trips caught in a burst of host work: not settled, so more batches are timed;
+    # once the median of them agrees, the track is settled.
+    noisy = _track([400.0] * 3, [2400.0, 2600.0, 420.0])
+    assert not noisy.settled()
+    noisy.reported += [400.0] * 4
+    noisy.judged += [430.0, 410.0, 440.0, 425.0]
+    noisy.sizes += [4] * 4
+    assert noisy.settled()
+    # Work hidden from the runner's clock delays every batch: after the most batches, it stands.
+    forger = _track([40.0] * 3, [4000.0] * 3)
+    while not forger.settled():
+        forger.reported.append(40.0)
+        forger.judged.append(4000.0)
+        forger.sizes.append(4)
+    assert len(forger.sizes) == timed.BOUND_MAX_BATCHES
+    with pytest.raises(IntegrityViolation) as caught:
+        forger.result()
+    assert caught.value.rule == "timing-contradicted" and caught.value.detail is not None
+    assert caught.value.detail["judge"]["reported_per_call_us"] == [10.0] * timed.BOUND_MAX_BATCHES
 
 
 def test_verdict_records_what_the_judge_saw() -> None:

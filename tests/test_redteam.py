@@ -220,14 +220,16 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("name, status", [("rt_nolook_mutate_when_timed", Status.rejected),
-                                          ("problems/vector_add/seeds/cpu.py", Status.ok)])
-def test_inputs_built_by_the_runner_come_back_with_checked_outputs(name: str, status: Status) -> None:
+@pytest.mark.parametrize("problem, name, status", [("vector_add", "rt_nolook_mutate_when_timed", Status.rejected),
+                                                   ("vector_add", "problems/vector_add/seeds/cpu.py", Status.ok),
+                                                   ("softmax", "legit_rt_persistent_out", Status.ok)])
+def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str, name: str, status: Status) -> None:
     """The GPU's way of feeding timed calls (the runner blends each call's inputs from two sets it
-    holds), run on the CPU: a kernel that marks its inputs during timed calls is still caught."""
+    holds), run on the CPU: a kernel that marks its inputs during timed calls is still caught, and
+    one that returns the same buffer from every call is judged on what each call returned."""
     path = ADV / f"{name}.py" if "/" not in name else ROOT / name
-    verdict = evaluate("vector_add", path, EvalOptions(target="cpu", timing=FAST, resident_inputs=True,
-                                                       limits=PhaseLimits(build=300, check=120, time=120)))
+    verdict = evaluate(problem, path, EvalOptions(target="cpu", timing=FAST, resident_inputs=True,
+                                                  limits=PhaseLimits(build=300, check=120, time=120)))
     assert verdict.status is status, _detail(verdict)
     if status is Status.rejected:
         assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "input-mutation"

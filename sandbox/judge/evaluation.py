@@ -82,8 +82,8 @@ class Evaluation:
         self.result.update(status=status, message=message)
         raise Stop
 
-    def reject(self, rule: str, reason: str, shape: str | None = None) -> None:
-        self.result["integrity"]["violation"] = {"rule": rule, "reason": reason, "shape": shape}
+    def reject(self, rule: str, reason: str, shape: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        self.result["integrity"]["violation"] = {"rule": rule, "reason": reason, "shape": shape, "detail": detail}
         self.finish("rejected", f"{shape}: {reason}" if shape else reason)
 
     # -- the evaluation ------------------------------------------------------------------------
@@ -276,7 +276,7 @@ class Evaluation:
             try:
                 outcome = self.judge.check(params, case)
             except IntegrityViolation as exc:
-                self.reject(exc.rule, exc.reason, label)
+                self.reject(exc.rule, exc.reason, label, exc.detail)
             except CandidateFailure as exc:
                 first = str(exc).splitlines()[0] if str(exc) else "failed"
                 self.result["tests"].append({"params": params, "shape": label, "passed": False, "message": first})
@@ -372,7 +372,7 @@ class Evaluation:
             try:
                 stats = self._timed_shape(shape, policy, calibration, self._base_calibrations.get(label))
             except IntegrityViolation as exc:
-                self.reject(exc.rule, exc.reason, label)
+                self.reject(exc.rule, exc.reason, label, exc.detail)
             except CandidateFailure as exc:
                 self.result["errors"].append(str(exc)[-4000:])
                 self.finish("runtime_error", f"{label}: {str(exc).splitlines()[0] if str(exc) else 'failed'}")

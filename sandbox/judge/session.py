@@ -68,6 +68,8 @@ class Call:
     digest: str = ""  # for a call on a recipe: the runner's commitment to the output it keeps
     message: str = ""
     fatal: bool = False
+    copied: bool = False  # the runner kept a copy of the output (a kernel that returns one buffer from every call)
+    overwritten: bool = False  # its kept output was overwritten by a later call of its batch: not deliverable
 
 
 def _secret_free_env(gpu: bool) -> dict[str, str]:
@@ -377,7 +379,8 @@ def _call_of(reply: dict[str, Any], rtt: float) -> Call:
     reported = reply.get("us")
     if not isinstance(reported, (int, float)) or isinstance(reported, bool) or not 0 <= reported < 1e12:
         raise RunnerBroke(f"call {reply.get('i')} reported a time of {reported!r}")
-    return Call(True, float(reported), rtt, output=reply.get("out"), digest=str(reply.get("digest", "")))
+    return Call(True, float(reported), rtt, output=reply.get("out"), digest=str(reply.get("digest", "")),
+                copied=reply.get("copied") is True, overwritten=reply.get("overwritten") is True)
 
 
 def _trace(reply: dict[str, Any]) -> str:

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from sandbox.shared import xorfold
+
 
 def _signed32(value: int) -> int:
     value %= 1 << 32
@@ -79,28 +81,59 @@ def poison(tensor: torch.Tensor) -> None:
         tensor.fill_(-1 if tensor.dtype.is_signed else 0x7F)
 
 
+_WEIGHTS_ON: dict[torch.device, torch.Tensor] = {}
+
+
+def _weights(device: torch.device) -> torch.Tensor:
+    """The column weights, copied to a device once (a copy per call would wait for the host)."""
+    if device not in _WEIGHTS_ON:
+        _WEIGHTS_ON[device] = torch.tensor(_WEIGHTS32, dtype=torch.int32, device=device)
+    return _WEIGHTS_ON[device]
+
+
+def _xor_rows(rows: torch.Tensor) -> list[int]:
+    """The xor of all rows: padded with zero rows to a power of two, then halved in place."""
+    count = rows.shape[0]
+    size = 1 << (count - 1).bit_length()
+    if size != count:
+        padded = rows.new_zeros((size, rows.shape[1]))
+        padded[:count] = rows
+        rows = padded
+    while rows.shape[0] > 1:
+        half = rows.shape[0] // 2
+        rows[:half].bitwise_xor_(rows[half:])
+        rows = rows[:half]
+    return [int(w) for w in rows[0].tolist()]
+
+
+def _mixed(words: torch.Tensor) -> torch.Tensor:
+    """Each 32-bit word multiplied and xor-shifted (wrapping, arithmetic shift), as a new tensor."""
+    mixed = words * _MULTIPLIER
+    return mixed.bitwise_xor_(mixed >> 15)
+
+
 def digest(tensors: list[torch.Tensor]) -> str:
     """A position-sensitive, non-linear digest of the tensors' bytes, computed where they lie.
 
     32-bit words are multiplied and xor-shifted (wrapping), weighted by their column among 64, then
-    folded with xor: a few passes over the output, and no sum (a problem may forbid library
-    reductions, and this runs in the runner).
+    folded with xor: no sum (a problem may forbid library reductions, and this runs in the runner).
+    A GPU runner commits to every call's output with it, inside the judge's clock, so it costs a
+    few launches per halving of the rows (xor folds in any order to the same value).
     """
     parts = []
     for tensor in tensors:
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
         usable = raw.numel() // 4 * 4
-        mixed = raw[:usable].view(torch.int32) * _MULTIPLIER
-        mixed = torch.bitwise_xor(mixed, mixed >> 15)
-        full = mixed.numel() // 64 * 64
+        full = usable // 4 // 64 * 64  # words in whole rows of 64
         folded: list[int] = [0] * 64
-        if full:
-            rows = mixed[:full].view(-1, 64) * torch.tensor(_WEIGHTS32, dtype=torch.int32, device=tensor.device)
-            while rows.shape[0] > 1:
-                half = rows.shape[0] // 2
-                top = torch.bitwise_xor(rows[:half], rows[half:2 * half])
-                rows = torch.cat([top, rows[2 * half:]]) if rows.shape[0] % 2 else top
-            folded = rows[0].tolist()
-        words = [w & 0xFFFFFFFF for w in folded + mixed[full:].tolist()] + raw[usable:].tolist()
+        if full and xorfold.available(tensor):
+            folded = xorfold.fold(raw[:full * 4].view(torch.int32), _MULTIPLIER, _weights(tensor.device))
+            tail = _mixed(raw[full * 4:usable].view(torch.int32))
+        else:
+            mixed = _mixed(raw[:usable].view(torch.int32))
+            if full:
+                folded = _xor_rows(mixed[:full].view(-1, 64).mul_(_weights(tensor.device)))
+            tail = mixed[full:]
+        words = [w & 0xFFFFFFFF for w in folded + tail.tolist()] + raw[usable:].tolist()
         parts.append(hashlib.sha256(repr((words, raw.numel())).encode()).hexdigest()[:32])
     return "/".join(parts)

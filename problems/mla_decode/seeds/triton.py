@@ -2,8 +2,8 @@
 # of a block share each tile of the cache they load. Along the cache it steps
 # BLOCK_N positions at a time: scores with tl.dot (bf16 inputs, float32
 # accumulation) over the latent and the rotary parts, an online softmax in float32
-# with the maximum subtracted, and tl.dot of the weights (rounded to bf16) with
-# the latent tile into a float32 (BLOCK_H, 512) accumulator. Heads beyond BLOCK_H
+# with the maximum subtracted, and tl.dot of the weights (split into two bf16
+# parts) with the latent tile into a float32 (BLOCK_H, 512) accumulator. Heads beyond BLOCK_H
 # take more programs, each re-reading the cache; no split of long caches over
 # programs (few programs at small batch), no pipelining tuned.
 import triton
@@ -51,7 +51,11 @@ def mla_decode_kernel(q_ptr, kv_ptr, out_ptr, heads, sk, scale,
         p = tl.exp(s - new_top[:, None])
         correction = tl.exp(top - new_top)
         total = total * correction + tl.sum(p, 1)
-        acc = acc * correction[:, None] + tl.dot(p.to(tl.bfloat16), k_lat)
+        # The weights as two bfloat16 parts (p = hi + lo to about 16 bits): a single bfloat16
+        # rounding of a dominant weight (peaked scores) is off by more than the tolerance.
+        p_hi = p.to(tl.bfloat16)
+        p_lo = (p - p_hi.to(tl.float32)).to(tl.bfloat16)
+        acc = acc * correction[:, None] + tl.dot(p_hi, k_lat) + tl.dot(p_lo, k_lat)
         top = new_top
     out = acc / total[:, None]
     tl.store(out_ptr + (b * heads + hs)[:, None] * D_LATENT + lat[None, :], out.to(tl.bfloat16),
