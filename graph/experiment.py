@@ -6,13 +6,13 @@ off by a kill picks up after its last finished step when the run resumes.
 
 from __future__ import annotations
 
-import difflib
 import logging
 from typing import Any
 
 from agents.coder import Candidate
 from agents.critic import RunOutcome
 from agents.schemas import ExperimentPlan, Explanation, Review
+from agents.views import source_diff
 from graph.archive import ExperimentRecord, KernelRecord, sha256_text, utc_now
 from graph.context import RunContext
 from graph.state import ExperimentResult, ExperimentSpec
@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def unified_diff(before: str, after: str, limit: int = 6000) -> str:
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), "base", "candidate", lineterm="", n=2)
-    return "\n".join(diff)[:limit]
+    return source_diff(before, after, ("base", "candidate"), limit)
 
 
 def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
@@ -176,7 +175,7 @@ def _write_and_repair(
                 f"{eid}/review/{attempt}/{revision}",
                 Review,
                 lambda src=candidate.source: ctx.critic.review(
-                    plan, src, integrity_scan(ctx, src), resource_report(ctx, src)
+                    plan, src, integrity_scan(ctx, src), resource_report(ctx, src), ctx.view, base_view
                 ),
             ).value
             if review.approve or sendbacks >= ctx.config.critic_sendbacks:
@@ -221,7 +220,10 @@ def _explain(
         resources=_static_summary(static),
         diff=diff,
     )
-    explanation = ctx.memo_outcome(f"{spec['id']}/explain", Explanation, lambda: ctx.critic.explain(plan, outcome))
+    siblings = sibling_outcomes(ctx, spec)
+    explanation = ctx.memo_outcome(
+        f"{spec['id']}/explain", Explanation, lambda: ctx.critic.explain(plan, outcome, ctx.view, siblings)
+    )
     finding = {
         "experiment_id": spec["id"],
         "kernel_id": kernel.id if kernel else None,
@@ -278,3 +280,27 @@ def _static_summary(static: Any) -> str:
     except (TypeError, KeyError) as exc:  # a report from an older schema: advice, not essential
         log.info("unreadable static report: %s", exc)
         return ""
+
+
+def sibling_outcomes(ctx: RunContext, spec: ExperimentSpec) -> str:
+    """The other experiments of this generation, one line each with their outcome so far, so the
+    Critic can answer a plan's question that a sibling's measurement settles ('' when alone)."""
+    base = ctx.archive.kernel(spec["base_id"])
+    lines = []
+    for other in ctx.archive.experiments(spec["generation"]):
+        if other.id == spec["id"]:
+            continue
+        title = str(other.plan.get("title", ""))
+        kernel = ctx.archive.kernel(other.kernel_id) if other.kernel_id else None
+        if kernel is None:
+            lines.append(f"- {other.id} ({other.kind}) {title}: {'no kernel' if other.status == 'done' else 'running'}")
+            continue
+        view = ctx.kernel_view(kernel)
+        assert view is not None
+        if not view.ok:
+            lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {kernel.status}")
+            continue
+        ratio = f", {base.geomean_us / kernel.geomean_us:.3g}x the base" if base and base.geomean_us and \
+            kernel.geomean_us else ""
+        lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {view.time_text()}{ratio}")
+    return "\n".join(lines)
