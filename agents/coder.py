@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
 from agents.prompts import load_prompt
 from agents.schemas import CoderReply, Edit, ExperimentPlan
-from agents.views import KernelView, ProblemView
+from agents.views import KernelView, ProblemView, as_diff_or_whole
 
 
 class EditError(ValueError):
@@ -66,19 +67,28 @@ class Coder:
         """A new file for `plan`. On a repair, `feedback` holds the failure and `edit_target` the
         failed file, which replaces the base as the file to edit."""
         shown = edit_target if edit_target is not None else base.source
+        # The reference kernel only for plans that build on it, and as a diff when it is the base's near twin.
+        shown_reference = reference if reference is not None and plan.uses_reference else None
+        form, reference_source = (
+            as_diff_or_whole(base.source, shown_reference.source, (base.id, shown_reference.id))
+            if shown_reference else ("", "")
+        )
         system, user = self.prompt.render(
             problem=problem.name,
             target=problem.target,
             description=problem.description.strip(),
+            brief=target_brief(problem, "coder"),
+            checklist=checklist(problem.target, "coder"),
             reference_code=problem.reference_code.strip() or "(see the description)",
             plan_title=plan.title,
             plan_description=plan.description,
             plan_rubric="\n".join(f"- {r}" for r in plan.rubric) or "- (as described)",
             base_id=base.id if edit_target is None else f"{base.id}, as modified by your previous attempt",
             base_source=shown,
-            reference_id=reference.id if reference else "(none)",
-            reference_source=reference.source if reference else "(none)",
-            feedback=f"\n{feedback.strip()}\n" if feedback else "",
+            reference_id=shown_reference.id if shown_reference else "",
+            reference_form=form,
+            reference_source=reference_source,
+            feedback=feedback.strip(),
         )
         reply = self.llm.structured(system, user, CoderReply)
         if reply.value is None:

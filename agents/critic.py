@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, Explanation, Review
-from agents.views import KernelView, shape_table
+from agents.views import KernelView, ProblemView, as_diff_or_whole, shape_table
 from sandbox.summary import num, unpaired_ratio
 
 log = logging.getLogger(__name__)
@@ -91,19 +92,34 @@ class Critic:
         self.explain_prompt = load_prompt("critic_explain")
 
     def review(
-        self, plan: ExperimentPlan, source: str, integrity: list[dict[str, object]], resources: str
+        self,
+        plan: ExperimentPlan,
+        source: str,
+        integrity: list[dict[str, object]],
+        resources: str,
+        problem: ProblemView | None = None,
+        base: KernelView | None = None,
     ) -> Outcome[Review]:
+        """Review `source` against the plan, the problem's brief and tolerance; with `base`, the
+        candidate is shown as its diff against the base when that is shorter."""
         fallback = fallback_review(integrity)
         if self.llm is None:
             return Outcome(fallback, "fallback", "no LLM configured")
         findings = "\n".join(f"- [{f.get('severity')}] line {f.get('line')}: {f.get('reason')}" for f in integrity)
+        form, shown = as_diff_or_whole(base.source, source, (base.id, "candidate")) if base else ("whole", source)
         system, user = self.review_prompt.render(
+            problem=problem.name if problem else "",
+            target=problem.target if problem else "",
+            description=problem.description.strip() if problem else "",
+            brief=target_brief(problem, "critic_review") if problem else "",
+            checklist=checklist(problem.target, "critic_review") if problem else "",
             plan_title=plan.title,
             plan_description=plan.description,
             plan_rubric="\n".join(f"- {r}" for r in plan.rubric) or "- (as described)",
-            candidate_source=source,
+            candidate_form=form,
+            candidate_source=shown,
             integrity=findings or "(nothing flagged)",
-            resources=resources or "(not available for this target)",
+            resources=resources,
         )
         reply = self.llm.structured(system, user, Review)
         if reply.value is None:
@@ -114,19 +130,25 @@ class Critic:
             review = Review(approve=False, issues=fallback.issues + review.issues, advice=review.advice)
         return Outcome(review, "llm")
 
-    def explain(self, plan: ExperimentPlan, outcome: RunOutcome) -> Outcome[Explanation]:
+    def explain(
+        self, plan: ExperimentPlan, outcome: RunOutcome, problem: ProblemView | None = None, siblings: str = ""
+    ) -> Outcome[Explanation]:
+        """The finding; `siblings` lists the other experiments of the generation with their outcomes,
+        so a plan's question that a sibling answers can be answered."""
         fallback = fallback_explanation(plan, outcome)
         if self.llm is None:
             return Outcome(fallback, "fallback", "no LLM configured")
         system, user = self.explain_prompt.render(
+            brief=target_brief(problem, "critic_explain") if problem else "",
+            siblings=siblings,
             plan_title=plan.title,
             plan_description=plan.description,
             expected=expected_range(plan),
             outcome=outcome.describe(),
             shape_table=shape_table(outcome.candidate, outcome.base, ("candidate", "base")),
-            errors=outcome.errors or "(none)",
-            resources=outcome.resources or "(not available for this target)",
-            diff=outcome.diff or "(no diff)",
+            errors=outcome.errors,
+            resources=outcome.resources,
+            diff=outcome.diff,
         )
         reply = self.llm.structured(system, user, Explanation)
         if reply.value is None:

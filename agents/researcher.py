@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
+from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, ResearchPlan
-from agents.views import KernelView, ProblemView, directives_text, shape_table
+from agents.views import KernelView, ProblemView, as_diff_or_whole, directives_text, shape_table
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +65,23 @@ class Researcher:
         (the error is logged and the caller falls back to the Tuner)."""
         if self.llm is None:
             return None
+        form, reference_source = as_diff_or_whole(base.source, reference.source, (base.id, reference.id)) \
+            if reference else ("", "")
         system, user = self.prompt.render(
             problem=problem.name,
             target=problem.target,
             description=problem.description.strip(),
-            hardware=problem.hardware or "(not given)",
-            roofline=problem.roofline or "(not given)",
+            brief=target_brief(problem, "researcher"),
+            checklist=checklist(problem.target, "researcher"),
             base_id=base.id,
             base_time=base.time_text(),
             base_source=base.source,
-            reference_id=reference.id if reference else "(none)",
-            reference_time=reference.time_text() if reference else "-",
-            reference_source=reference.source if reference else "(none)",
+            reference_id=reference.id if reference else "",
+            reference_time=reference.time_text() if reference else "",
+            reference_form=form,
+            reference_source=reference_source,
             shape_table=shape_table(base, reference, (base.id, reference.id if reference else "-")),
-            context=context or "(no literature or findings available)",
+            context=context,
             directives=directives_text(directives),
         )
         reply = self.llm.structured(system, user, ResearchPlan)

@@ -30,7 +30,10 @@ class ExperimentPlan(BaseModel):
     est_min_speedup: float = Field(default=1.0, description="Expected speed-up over the base, pessimistic.")
     est_max_speedup: float = Field(default=1.0, description="Expected speed-up over the base, optimistic.")
     innovation: float = Field(default=5.0, description="How new the idea is in this lineage, 0 to 10.")
-    sources: list[str] = Field(default_factory=list, description="Citations ([n] or F<n>) of what it rests on.")
+    sources: list[str] = Field(default_factory=list, description="Citations ([n] or F id) of what it rests on.")
+    uses_reference: bool = Field(
+        default=False, description="True only when the Coder must read the reference kernel's code."
+    )
 
     @field_validator("rubric", "sources", mode="before")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from agents.brief import target_brief
 from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
@@ -45,9 +46,13 @@ class Selector:
         fallback = fallback_selection(population)
         if self.llm is None:
             return Outcome(fallback, "fallback", "no LLM configured")
+        if sum(1 for k in population if k.ok) < 2:
+            # One correct kernel: the base is forced and no model call can change it.
+            return Outcome(fallback, "forced")
         system, user = self.prompt.render(
             problem=problem.name,
             target=problem.target,
+            brief=target_brief(problem, "selector"),
             population=population_table(population),
             directives=directives_text(directives),
         )

@@ -5,6 +5,8 @@ The graph builds these from its archive and the sandbox; the roles never read fi
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.summary import num_interval
@@ -15,8 +17,11 @@ class ProblemView(BaseModel):
     target: str
     description: str = ""
     reference_code: str = ""
-    hardware: str = ""  # the target profile's summary
-    roofline: str = ""  # FLOPs, bytes and speed of light per benchmark shape
+    hardware: str = ""  # the target brief's hardware lines (profile and, on the CPU, the host)
+    roofline: str = ""  # per benchmark shape: FLOPs, bytes, speed of light, cache fit
+    build: str = ""  # the exact build command a submission's kernel gets
+    test_shapes: str = ""  # the shapes checked for correctness
+    tolerance: str = ""  # how close to the reference an output must be
 
 
 class KernelView(BaseModel):
@@ -70,18 +75,43 @@ def population_table(kernels: list[KernelView], limit: int = 40) -> str:
 
 
 def shape_table(first: KernelView | None, second: KernelView | None, names: tuple[str, str]) -> str:
+    """Per-shape medians side by side; '' when there is nothing to compare (the block is left out)."""
     if first is None:
-        return "(no timings)"
+        return ""
     shapes = sorted(set(first.benchmarks) | set(second.benchmarks if second else {}))
     if not shapes:
-        return "(no timings)"
+        return ""
+    if second is None:
+        return "\n".join(f"- {s}: {first.benchmarks[s]:.4g}" for s in shapes)
     lines = [f"| shape | {names[0]} | {names[1]} |", "| --- | --- | --- |"]
     for s in shapes:
         a = first.benchmarks.get(s)
-        b = second.benchmarks.get(s) if second else None
+        b = second.benchmarks.get(s)
         lines.append(f"| {s} | {'-' if a is None else f'{a:.4g}'} | {'-' if b is None else f'{b:.4g}'} |")
     return "\n".join(lines)
 
 
 def directives_text(directives: list[str]) -> str:
-    return "\n".join(f"- {d}" for d in directives) if directives else "(none)"
+    """The user's directives as a list; '' when there are none (the block is left out)."""
+    return "\n".join(f"- {d}" for d in directives)
+
+
+def source_diff(before: str, after: str, names: tuple[str, str] = ("base", "candidate"), limit: int = 6000) -> str:
+    """A unified diff with two lines of context: what a reader needs to see a change, not the file twice."""
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), *names, lineterm="", n=2)
+    return "\n".join(diff)[:limit]
+
+
+# Two sources sharing at least this fraction of their lines are shown as a diff, not twice in full.
+SHARED_LINES = 0.5
+
+
+def as_diff_or_whole(base: str, other: str, names: tuple[str, str]) -> tuple[str, str]:
+    """(form, text): `other` as a diff against `base` when they share most lines and the diff is
+    shorter, else whole. The form says which, for the prompt."""
+    matcher = difflib.SequenceMatcher(None, base.splitlines(), other.splitlines(), autojunk=False)
+    if matcher.ratio() >= SHARED_LINES:
+        diff = source_diff(base, other, names, limit=len(other))
+        if len(diff) < len(other):
+            return f"as a diff against {names[0]}", diff
+    return "whole", other

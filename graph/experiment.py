@@ -6,13 +6,14 @@ off by a kill picks up after its last finished step when the run resumes.
 
 from __future__ import annotations
 
-import difflib
 import logging
+import re
 from typing import Any
 
 from agents.coder import Candidate
-from agents.critic import RunOutcome
+from agents.critic import Critic, RunOutcome
 from agents.schemas import ExperimentPlan, Explanation, Review
+from agents.views import KernelView, source_diff
 from graph.archive import ExperimentRecord, KernelRecord, sha256_text, utc_now
 from graph.context import RunContext
 from graph.state import ExperimentResult, ExperimentSpec
@@ -24,8 +25,38 @@ log = logging.getLogger(__name__)
 
 
 def unified_diff(before: str, after: str, limit: int = 6000) -> str:
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), "base", "candidate", lineterm="", n=2)
-    return "\n".join(diff)[:limit]
+    return source_diff(before, after, ("base", "candidate"), limit)
+
+
+_PREPROCESSOR = re.compile(r"#\s*(include|define|undef|if|ifdef|ifndef|elif|else|endif|pragma|error|line)\b")
+
+
+def normalised_source(source: str) -> str:
+    """The source without blank lines, trailing spaces and comment-only lines: two candidates equal
+    here compute the same thing, so the second need not be reviewed, built or timed."""
+    lines = []
+    for line in source.splitlines():
+        text = line.rstrip()
+        stripped = text.strip()
+        if not stripped or stripped.startswith("//") or (stripped.startswith("#") and not _PREPROCESSOR.match(stripped)):
+            continue
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def evaluated_twin(ctx: RunContext, source: str, experiment_id: str) -> KernelRecord | None:
+    """A kernel of the run (not of this experiment, which a resumed run evaluated already) whose
+    normalised source equals `source`'s."""
+    wanted = normalised_source(source)
+    return next((k for k in ctx.population() if k.experiment_id != experiment_id
+                 and normalised_source(k.source) == wanted), None)
+
+
+def duplicate_feedback(twin: KernelRecord) -> str:
+    """What the Coder is told when its candidate is a kernel the run already has."""
+    result = f"{twin.geomean_us:.4g} µs" if twin.geomean_us else twin.status
+    return (f"Your candidate has the same code as kernel {twin.id} ({twin.summary or twin.origin}; {result}), "
+            f"which the run has already evaluated. Implement the plan so that it differs from {twin.id}.")
 
 
 def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
@@ -96,12 +127,13 @@ def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
         raise KeyError(f"experiment {spec['id']}: base kernel {spec['base_id']} is not in the archive")
     reference = ctx.archive.kernel(spec["reference_id"]) if spec.get("reference_id") else None
     plan = ExperimentPlan.model_validate(spec["plan"])
+    twin = None
     if spec["kind"] == "tune":
         kernel = _tune(ctx, spec, base, plan)
     else:
-        kernel = _write_and_repair(ctx, spec, base, reference, plan)
-    _explain(ctx, spec, plan, base, kernel)
-    return _finish(ctx, spec, kernel, kernel.status if kernel else "failed")
+        kernel, twin = _write_and_repair(ctx, spec, base, reference, plan)
+    _explain(ctx, spec, plan, base, kernel, twin)
+    return _finish(ctx, spec, kernel, kernel.status if kernel else "duplicate" if twin else "failed")
 
 
 def _lineage(
@@ -149,18 +181,22 @@ def _tune(ctx: RunContext, spec: ExperimentSpec, base: KernelRecord, plan: Exper
 
 def _write_and_repair(
     ctx: RunContext, spec: ExperimentSpec, base: KernelRecord, reference: KernelRecord | None, plan: ExperimentPlan
-) -> KernelRecord | None:
+) -> tuple[KernelRecord | None, KernelRecord | None]:
     """Coder, Critic review (one send-back), evaluation; on a failure, the diagnostics go back to
-    the Coder, a bounded number of times. Returns the last kernel evaluated (None: none came out)."""
+    the Coder, a bounded number of times. A candidate the run has evaluated already is sent back
+    before review, naming the kernel it duplicates. Returns the last kernel evaluated (None: none
+    came out) and, when the last candidate duplicated one, that kernel."""
     assert ctx.coder is not None
     base_view = ctx.kernel_view(base)
     ref_view = ctx.kernel_view(reference)
     feedback, edit_target = "", None
     sendbacks = 0
     kernel: KernelRecord | None = None
+    twin: KernelRecord | None = None
     eid = spec["id"]
     for attempt in range(ctx.config.coder_attempts):
         revision = 0
+        twin = None
         while True:
             key = f"{eid}/coder/{attempt}/{revision}"
             _step(ctx, spec, f"coder (attempt {attempt + 1})")
@@ -171,12 +207,15 @@ def _write_and_repair(
             candidate = Candidate(**written)
             if candidate.source is None:
                 break
+            twin = evaluated_twin(ctx, candidate.source, eid)
+            if twin is not None:
+                break
             _step(ctx, spec, "critic review")
             review = ctx.memo_outcome(
                 f"{eid}/review/{attempt}/{revision}",
                 Review,
                 lambda src=candidate.source: ctx.critic.review(
-                    plan, src, integrity_scan(ctx, src), resource_report(ctx, src)
+                    plan, src, integrity_scan(ctx, src), resource_report(ctx, src), ctx.view, base_view
                 ),
             ).value
             if review.approve or sendbacks >= ctx.config.critic_sendbacks:
@@ -187,44 +226,68 @@ def _write_and_repair(
             if review.advice:
                 feedback += f"\nAdvice: {review.advice}"
             edit_target = candidate.source
+        if twin is not None:
+            _step(ctx, spec, f"duplicate of {twin.id}")
+            feedback, edit_target = duplicate_feedback(twin), None
+            continue
         if candidate.source is None:
             log.info("%s attempt %d: no candidate: %s", eid, attempt + 1, candidate.error)
             feedback = f"Your previous reply could not be used: {candidate.error}. Reply again, following the format."
             continue
         kernel = _evaluate(ctx, spec, candidate.source, _lineage(spec, base, "llm", attempt, candidate.summary, plan))
         if kernel.ok:
-            return kernel
+            return kernel, None
         feedback = f"Your previous candidate failed in the sandbox. Fix it; keep the plan.\n{kernel.message}"
         edit_target = candidate.source
-    return kernel
+    return kernel, twin
 
 
 def _explain(
-    ctx: RunContext, spec: ExperimentSpec, plan: ExperimentPlan, base: KernelRecord, kernel: KernelRecord | None
+    ctx: RunContext,
+    spec: ExperimentSpec,
+    plan: ExperimentPlan,
+    base: KernelRecord,
+    kernel: KernelRecord | None,
+    twin: KernelRecord | None = None,
 ) -> None:
     _step(ctx, spec, "critic explain")
-    if kernel is None:
+    base_view = ctx.kernel_view(base)
+    assert base_view is not None
+    candidate_view: KernelView | None
+    if kernel is None and twin is not None:
+        # Nothing new ran: the finding says which kernel the plan duplicates, without a model call.
+        candidate_view = base_view.model_copy(update={
+            "id": "-", "status": "duplicate", "geomean_us": None, "benchmarks": {},
+            "message": f"the candidate has the same code as {twin.id}, already evaluated"})
+        diff = ""
+    elif kernel is None:
         failures = [ctx.archive.get_step(f"{spec['id']}/coder/{a}/0") for a in range(ctx.config.coder_attempts)]
         reason = "; ".join(str(f.get("error")) for f in failures if f and f.get("error")) or "no candidate"
-        candidate_view = ctx.kernel_view(base).model_copy(
+        candidate_view = base_view.model_copy(
             update={"id": "-", "status": "no_candidate", "message": reason, "geomean_us": None, "benchmarks": {}}
         )
         diff = ""
     else:
         candidate_view = ctx.kernel_view(kernel)
         diff = unified_diff(base.source, kernel.source)
+    assert candidate_view is not None
     static = ctx.archive.kernel_static(kernel.id) if kernel else None
     outcome = RunOutcome(
         candidate=candidate_view,
-        base=ctx.kernel_view(base),
+        base=base_view,
         errors=candidate_view.message,
         resources=_static_summary(static),
         diff=diff,
     )
-    explanation = ctx.memo_outcome(f"{spec['id']}/explain", Explanation, lambda: ctx.critic.explain(plan, outcome))
+    siblings = sibling_outcomes(ctx, spec)
+    critic = ctx.critic if twin is None or kernel is not None else Critic(None)
+    explanation = ctx.memo_outcome(
+        f"{spec['id']}/explain", Explanation, lambda: critic.explain(plan, outcome, ctx.view, siblings)
+    )
     finding = {
         "experiment_id": spec["id"],
         "kernel_id": kernel.id if kernel else None,
+        "duplicate_of": twin.id if twin is not None and kernel is None else None,
         "parent_id": base.id,
         "kind": spec["kind"],
         "title": plan.title,
@@ -278,3 +341,27 @@ def _static_summary(static: Any) -> str:
     except (TypeError, KeyError) as exc:  # a report from an older schema: advice, not essential
         log.info("unreadable static report: %s", exc)
         return ""
+
+
+def sibling_outcomes(ctx: RunContext, spec: ExperimentSpec) -> str:
+    """The other experiments of this generation, one line each with their outcome so far, so the
+    Critic can answer a plan's question that a sibling's measurement settles ('' when alone)."""
+    base = ctx.archive.kernel(spec["base_id"])
+    lines = []
+    for other in ctx.archive.experiments(spec["generation"]):
+        if other.id == spec["id"]:
+            continue
+        title = str(other.plan.get("title", ""))
+        kernel = ctx.archive.kernel(other.kernel_id) if other.kernel_id else None
+        if kernel is None:
+            lines.append(f"- {other.id} ({other.kind}) {title}: {'no kernel' if other.status == 'done' else 'running'}")
+            continue
+        view = ctx.kernel_view(kernel)
+        assert view is not None
+        if not view.ok:
+            lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {kernel.status}")
+            continue
+        ratio = f", {base.geomean_us / kernel.geomean_us:.3g}x the base" if base and base.geomean_us and \
+            kernel.geomean_us else ""
+        lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {view.time_text()}{ratio}")
+    return "\n".join(lines)

@@ -162,7 +162,12 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
             log.warning("%s", outcome.error)
         entries += [{"kind": "llm", "plan": p.model_dump()} for p in outcome.value.plans]
     tuner_slots = config.tuner_per_generation if entries else config.parallel
-    entries += [{"kind": "tune", **p} for p in tune_plans(base, population, tuner_slots)]
+    tuned = tune_plans(base, population, tuner_slots, ctx.archive.directives())
+    if len(tuned) < tuner_slots:
+        # Said, not silent: a generation with fewer experiments than slots.
+        log.info("generation %d: the Tuner proposes %d of %d experiments (%s)", generation, len(tuned), tuner_slots,
+                 "no untried values left" if tuned or "@tunable" in base.source else f"{base.id} declares no tunables")
+    entries += [{"kind": "tune", **p} for p in tuned]
     return entries
 
 

@@ -9,6 +9,7 @@ resumes where it stopped.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from agents.schemas import ExperimentPlan
@@ -50,8 +51,28 @@ def tried_assignments(base_source: str, population: list[KernelRecord]) -> list[
     return tried
 
 
-def tune_plans(base: KernelRecord, population: list[KernelRecord], limit: int) -> list[dict[str, Any]]:
-    """Up to `limit` experiments, each one untried assignment around the base's values:
+_STOP = re.compile(r"\b(stop|don'?t|do not|no more|never|freeze|fix|keep|leave)\b", re.I)
+
+
+def frozen_tunables(names: list[str], directives: list[str]) -> set[str]:
+    """Tunables a directive tells the Tuner to leave alone: it names the tunable (as written, or
+    in words: THREAD_COUNT as 'thread count') beside stop, don't, freeze, keep, leave..."""
+    frozen = set()
+    for directive in directives:
+        if not _STOP.search(directive):
+            continue
+        lowered = directive.lower()
+        for name in names:
+            if name.lower() in lowered or name.lower().replace("_", " ") in lowered:
+                frozen.add(name)
+    return frozen
+
+
+def tune_plans(
+    base: KernelRecord, population: list[KernelRecord], limit: int, directives: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Up to `limit` experiments, each one untried assignment around the base's values that leaves
+    the tunables the directives freeze at the base's values:
     [{"plan": ExperimentPlan fields, "assignment": {...}}]."""
     if limit <= 0:
         return []
@@ -63,7 +84,12 @@ def tune_plans(base: KernelRecord, population: list[KernelRecord], limit: int) -
     if not tunables:
         return []
     around = current_assignment(tunables)
-    proposals = plan_tuning(base.source, tried_assignments(base.source, population), limit)
+    frozen = frozen_tunables([t.name for t in tunables], directives or [])
+    # Nearest first: asking for more and dropping those that move a frozen tunable keeps the order.
+    proposals = plan_tuning(base.source, tried_assignments(base.source, population), limit + 200 if frozen else limit)
+    proposals = [a for a in proposals if all(a[name] == around[name] for name in frozen)][:limit]
+    if frozen:
+        log.info("the Tuner leaves %s at the base's values, as directed", ", ".join(sorted(frozen)))
     plans = []
     for assignment in proposals:
         change = describe(assignment, around)

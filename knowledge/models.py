@@ -154,5 +154,6 @@ class ResearchContext(BaseModel):
         if not self.findings:
             parts.append("(none yet)")
         for i, fh in enumerate(self.findings, 1):
-            parts.append(f"(F{i}) {fh.finding.render()}")
+            # The finding's own id, so a citation means the same finding in every prompt and run.
+            parts.append(f"[F {fh.finding.id or i}] {fh.finding.render()}")
         return "\n\n".join(parts)

@@ -64,7 +64,7 @@ def test_fallback_selection_prefers_best_and_a_kernel_that_wins_a_shape() -> Non
 
 
 def test_selector_rejects_an_llm_pick_that_is_not_a_correct_kernel() -> None:
-    population = [kernel("k0", 10.0, {"s": 10}), kernel("k1", None, {}, status="build_error")]
+    population = [kernel("k0", 10.0, {"s": 10}), kernel("k1", None, {}, status="build_error"), kernel("k2", 12.0, {"s": 12})]
     model = ScriptedChatModel(script=[{"args": {"base_id": "k1", "reason": "why not"}}])
     outcome = Selector(RoleLLM("selector", model, LLMConfig(model="m"))).select(
         ProblemView(name="p", target="cpu"), population, []

@@ -64,7 +64,7 @@ def test_run_through_an_openai_compatible_server_with_faults(tmp_path: Path, mon
     calls = archive.llm_calls()
     # The first request asked for json_schema and got a 400: the client went down to tool calls,
     # got a 429 and a 500 there, and succeeded on its third attempt.
-    assert (calls[0]["role"], calls[0]["method"], calls[0]["ok"]) == ("selector", "json_schema", False)
+    assert (calls[0]["role"], calls[0]["method"], calls[0]["ok"]) == ("researcher", "json_schema", False)
     assert (calls[1]["method"], calls[1]["attempts"], calls[1]["ok"]) == ("function_calling", 3, True)
     # The downgrade is remembered: every later call starts at tool calls.
     assert all(c["method"] == "function_calling" for c in calls[1:])

@@ -54,9 +54,10 @@ def test_scripted_run_improves_the_seed(tmp_path: Path) -> None:
     assert final["best_id"] == best.id
     assert best.parents == [seed.id]
     assert seed.geomean_us / best.geomean_us > 1.2  # one thread, two exps -> all cores, one exp
-    # Every role was asked, and every call is in the archive with its prompt and tokens.
+    # Every role was asked but the Selector (the seed alone: the choice is forced), and every call is
+    # in the archive with its prompt and tokens.
     roles = {c["role"] for c in archive.llm_calls()}
-    assert roles == {"selector", "researcher", "coder", "critic"}
+    assert roles == {"researcher", "coder", "critic"}
     assert all(c["ok"] and c["input_tokens"] > 0 for c in archive.llm_calls())
     coder_prompt = models["coder"].requests[0].text
     assert "parallel rows, one exponential per element" in coder_prompt and "softmax_rows" in coder_prompt
@@ -91,7 +92,7 @@ def test_garbage_from_every_role_is_recorded_and_the_run_goes_on(tmp_path: Path)
     assert final["stop_reason"] == "generation budget reached (2)"
     calls = archive.llm_calls()
     assert calls and not any(c["ok"] for c in calls)
-    assert {c["role"] for c in calls} == {"selector", "researcher"}  # no plan, so no Coder call
+    assert {c["role"] for c in calls} == {"researcher"}  # no plan, no Coder; the seed alone: no Selector call
     # The Selector fell back to the deterministic choice; the population is just the seed.
     assert [k.origin for k in archive.kernels()] == ["seed"]
     gens = archive.generations()

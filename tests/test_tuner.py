@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graph.archive import KernelRecord, sha256_text
-from graph.tuner import family_key, render_variant, tune_plans
+from graph.tuner import family_key, frozen_tunables, render_variant, tune_plans
 from sandbox.tunables import current_assignment, parse_tunables
 
 SOURCE = """// @tunable BLOCK: 64, 128, 256
@@ -38,3 +38,16 @@ def test_tuner_never_repeats_an_assignment_and_runs_dry() -> None:
             population.append(kernel(f"k{len(population)}", render_variant(SOURCE, entry["assignment"])))
             assert entry["plan"]["title"].startswith("tune ")
     assert len(seen) == 4 * 2  # BLOCK gained the undeclared 100: {64, 100, 128, 256} x {1, 2}
+
+
+def test_a_directive_freezes_the_tunable_it_names() -> None:
+    base = kernel("k0", SOURCE)
+    free = tune_plans(base, [base], limit=3)
+    assert any(entry["assignment"]["UNROLL"] != "1" for entry in free)
+    plans = tune_plans(base, [base], limit=3, directives=["stop tuning the unroll factor"])
+    assert plans and all(entry["assignment"]["UNROLL"] == "1" for entry in plans)
+    assert all(entry["assignment"]["BLOCK"] != "100" for entry in plans)
+    # A directive that does not tell the Tuner to stop leaves the search as it was.
+    assert tune_plans(base, [base], limit=3, directives=["try a larger UNROLL"]) == free
+    assert frozen_tunables(["BLOCK", "ROWS_PER_TASK"], ["keep rows per task fixed", "stop BLOCK"]) == {
+        "BLOCK", "ROWS_PER_TASK"}

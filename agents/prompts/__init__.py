@@ -10,6 +10,8 @@
     ... $placeholders ...
 
 Placeholders use `string.Template` syntax ($name), so braces in kernel code need no escaping.
+A paragraph of the user template (text between blank lines) whose placeholders are all given as
+empty strings is left out whole, heading and fences included: a prompt never shows an empty block.
 """
 
 from __future__ import annotations
@@ -43,12 +45,30 @@ class Prompt:
         return f"{self.role}@v{self.version}"
 
     def render(self, **values: object) -> tuple[str, str]:
-        """(system, user); every placeholder must be given."""
-        try:
-            user = self.user.substitute({k: str(v) for k, v in values.items()})
-        except KeyError as exc:
-            raise PromptError(f"prompt {self.name} needs a value for {exc.args[0]}") from exc
-        return self.system, user
+        """(system, user); every placeholder must be given, and paragraphs of empty ones are dropped."""
+        texts = {k: str(v) for k, v in values.items()}
+        missing = [name for name in self.placeholders() if name not in texts]
+        if missing:
+            raise PromptError(f"prompt {self.name} needs a value for {missing[0]}")
+        kept = [p for p in _PARAGRAPH.split(self.user.template) if not _all_empty(p, texts)]
+        return self.system, Template("\n\n".join(kept)).substitute(texts).strip()
+
+    def placeholders(self) -> list[str]:
+        return _names(self.user.template)
+
+
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+
+
+def _all_empty(paragraph: str, texts: dict[str, str]) -> bool:
+    names = _names(paragraph)
+    return bool(names) and all(texts.get(n) == "" for n in names)
+
+
+def _names(text: str) -> list[str]:
+    """The placeholders of a template text, in order ($name and ${name})."""
+    return [m.group("named") or m.group("braced") for m in Template.pattern.finditer(text)
+            if m.group("named") or m.group("braced")]
 
 
 def parse_prompt(text: str, origin: str = "<text>") -> Prompt:

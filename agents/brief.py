@@ -1,0 +1,62 @@
+"""The target brief: the facts about hardware, build and problem that each role needs, and the
+role checklists per target.
+
+A model that writes or judges kernel code works blind without the instruction set, the cache
+sizes, the compile command, the shapes it will be tested on and the tolerance; the graph fills
+these fields of the ProblemView (graph/problem_view.py), and this module decides which of them
+each role reads, so no role is shown facts it cannot use.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from agents.prompts import PROMPTS_DIR
+from agents.views import ProblemView
+
+# Which parts of the brief each role reads.
+ROLE_PARTS: dict[str, tuple[str, ...]] = {
+    "selector": ("hardware",),
+    "researcher": ("hardware", "build", "shapes", "tolerance"),
+    "coder": ("hardware", "build", "shapes", "tolerance"),
+    "critic_review": ("hardware", "build", "shapes", "tolerance"),
+    "critic_explain": ("hardware", "shapes"),
+}
+
+
+def target_family(target: str) -> str:
+    """'cpu' or 'gpu': the checklists differ by family, not by vendor."""
+    return "cpu" if target == "cpu" else "gpu"
+
+
+def target_brief(problem: ProblemView, role: str) -> str:
+    """The brief's parts that `role` reads, as one block; '' when the view holds none of them."""
+    parts = ROLE_PARTS.get(role, ())
+    blocks: list[str] = []
+    if "hardware" in parts and problem.hardware:
+        blocks.append(f"Hardware:\n{problem.hardware}")
+    if "build" in parts and problem.build:
+        blocks.append(f"Build: {problem.build}")
+    if "shapes" in parts:
+        if problem.test_shapes:
+            blocks.append(f"Test shapes (checked for correctness): {problem.test_shapes}")
+        if problem.roofline:
+            blocks.append(f"Benchmark shapes (timed; roofline):\n{problem.roofline}")
+    if "tolerance" in parts and problem.tolerance:
+        blocks.append(f"Tolerance: {problem.tolerance}")
+    return "\n".join(blocks)
+
+
+@cache
+def _checklists(directory: str) -> dict[str, dict[str, list[str]]]:
+    data = yaml.safe_load((Path(directory) / "checklists.yml").read_text()) or {}
+    return {family: {role: list(items) for role, items in roles.items()} for family, roles in data.items()}
+
+
+def checklist(target: str, role: str, directory: str | None = None) -> str:
+    """The role's checklist for the target's family, one item a line; '' when it has none."""
+    items = _checklists(directory or str(PROMPTS_DIR)).get(target_family(target), {}).get(role, [])
+    return "\n".join(f"- {item}" for item in items)

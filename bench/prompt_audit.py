@@ -1,0 +1,256 @@
+"""Prompt audit: every role's prompt for one fixture run, its size and the facts it holds.
+
+A fixture run of the bundled softmax problem (seed k0, a base k1 that differs from it in one
+line, a failed k2), rendered on the CPU target (a fixed 2-thread AVX2 host) and the CUDA target
+(the H100 profile). Each role is called with a scripted model that records its prompt, so what is
+measured is exactly what a model would read. Facts are checked by patterns, per role: a role that
+must see the build command but does not is reported as missing it.
+
+    python -m bench.prompt_audit [--json out.json]
+
+The audit works on older checkouts too (it passes only the arguments a role accepts), so the same
+command measures the prompts before and after a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from agents.critic import Critic, RunOutcome
+from agents.llm import LLMConfig, RoleLLM
+from agents.researcher import Researcher
+from agents.schemas import ExperimentPlan
+from agents.scripted import ScriptedChatModel
+from agents.selector import Selector
+from agents.views import KernelView, ProblemView
+from graph.archive import Archive
+from graph.config import RunConfig
+from sandbox.problem import load_problem
+from sandbox.targets import PROFILES, TargetProfile
+
+log = logging.getLogger("bench.prompt_audit")
+
+ROLES = ("selector", "researcher", "coder", "critic_review", "critic_explain")
+
+# Which facts each role needs to do its job (the issue's list).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "selector": (),
+    "researcher": ("hardware", "build", "shapes", "tolerance", "tunables", "diff"),
+    "coder": ("hardware", "build", "shapes", "tolerance", "tunables"),
+    "critic_review": ("hardware", "build", "shapes", "tolerance", "diff"),
+    "critic_explain": ("hardware", "shapes", "diff"),
+}
+
+FACTS: dict[str, dict[str, re.Pattern[str]]] = {
+    "cpu": {
+        "hardware": re.compile(r"avx2.*(L2|L3)|(L2|L3).*avx2", re.I | re.S),
+        "build": re.compile(r"-march=native"),
+        "shapes": re.compile(r"cols=33.*cols=16384|cols=16384.*cols=33", re.S),
+        "tolerance": re.compile(r"rtol"),
+        "tunables": re.compile(r"@tunable NAME"),
+        "diff": re.compile(r"^@@ ", re.M),
+    },
+    "cuda": {
+        "hardware": re.compile(r"132 SMs.*registers.*shared memory", re.S),
+        "build": re.compile(r"-gencode=arch=compute_90a"),
+        "shapes": re.compile(r"cols=33.*rows=8192|rows=8192.*cols=33", re.S),
+        "tolerance": re.compile(r"rtol"),
+        "tunables": re.compile(r"@tunable NAME"),
+        "diff": re.compile(r"^@@ ", re.M),
+    },
+}
+
+CPU_PROFILE = TargetProfile(
+    name="cpu", vendor="cpu", arch="AMD EPYC 7B13", compute_units=2, wave_size=1, shared_memory_kb=0,
+    registers_per_lane=0, l2_mb=0.0, peak_tflops={"fp32": 0.16}, memory_tbps=0.027,
+    measured={"fp32": 0.16, "memory_tbps": 0.027},
+)
+# A fixed host for the CPU target, so that the audit does not depend on the machine it runs on.
+CPU_HOST = {
+    "model": "AMD EPYC 7B13",
+    "flags": "fpu sse sse2 ssse3 sse4_1 sse4_2 avx avx2 fma f16c bmi2",
+    "threads": 2, "cores": 1,
+    "caches": {"L1d": 32 * 1024, "L2": 512 * 1024, "L3": 32 * 1024 * 1024},
+}
+
+PLAN = ExperimentPlan(
+    title="fuse the max and sum passes",
+    description="Compute the running maximum and the rescaled sum in one pass (online softmax).",
+    rubric=["one loop computing max and sum with rescaling", "keep the normalised write"],
+    est_min_speedup=1.1, est_max_speedup=1.4, innovation=5,
+)
+
+
+def _fixture_sources(target: str) -> tuple[str, str, str]:
+    """Seed, base (the seed with one tunable declared and changed) and a candidate (one more line)."""
+    problem = load_problem("softmax", target)
+    seed = problem.seed_for(target).read_text()
+    base = seed.replace("SOURCE = r\"\"\"", "SOURCE = r\"\"\"\n// @tunable UNROLL: 1, 2, 4, 8\n#define UNROLL 4", 1)
+    candidate = base.replace("#define UNROLL 4", "#define UNROLL 4\n#define FUSED_PASSES 1", 1)
+    return seed, base, candidate
+
+
+def _population(target: str) -> list[KernelView]:
+    seed, base, _ = _fixture_sources(target)
+    shapes = ["rows=4096, cols=4096", "rows=8192, cols=1024", "rows=32768, cols=512", "rows=1024, cols=32768"]
+    return [
+        KernelView(id="k0", origin="seed", status="ok", source=seed, summary="seed: naive rows",
+                   geomean_us=900.0, geomean_ci_us=(880.0, 920.0), benchmarks=dict.fromkeys(shapes, 900.0)),
+        KernelView(id="k1", generation=1, parents=["k0"], origin="tune", status="ok", source=base,
+                   summary="tune UNROLL 1→4", geomean_us=700.0, geomean_ci_us=(690.0, 710.0),
+                   benchmarks=dict.fromkeys(shapes, 700.0)),
+        KernelView(id="k2", generation=1, parents=["k0"], status="build_error", source=base + "oops\n",
+                   message="kernel.cpp:3: error: expected ';'", summary="vectorised exp"),
+    ]
+
+
+def _fixture_verdict(target: str, profile: TargetProfile) -> SimpleNamespace:
+    problem = load_problem("softmax", target)
+    benchmarks = []
+    for params in problem.benchmarks:
+        flops, nbytes = problem.roofline.at(params)
+        sol = profile.sol_seconds(flops, nbytes, problem.roofline.compute)
+        benchmarks.append(SimpleNamespace(
+            shape=problem.shape_label(params), flops=flops, bytes=nbytes, sol_us=sol * 1e6 if sol else None,
+            median_us=900.0, reference_median_us=400.0,
+        ))
+    return SimpleNamespace(target_profile=profile.to_dict(), benchmarks=benchmarks)
+
+
+def _accepts(func: Callable[..., Any], name: str) -> bool:
+    return name in inspect.signature(func).parameters
+
+
+def fixture_view(target: str, folder: Path) -> ProblemView:
+    """The ProblemView the graph would build for the fixture run (through graph.problem_view)."""
+    from graph import problem_view as pv
+
+    os.environ.setdefault("KS_CUDA_ARCH", "90a")  # how the sandbox builds for a GPU it cannot see
+
+    profile = CPU_PROFILE if target == "cpu" else PROFILES["h100"]
+    archive = Archive(folder / f"{target}.sqlite")
+    archive.set_meta("problem_path", str(load_problem("softmax", target).path))
+    config = RunConfig(problem="softmax", target=target)
+    kwargs: dict[str, Any] = {}
+    if _accepts(pv.problem_view, "host"):
+        kwargs["host"] = CPU_HOST if target == "cpu" else None
+    return pv.problem_view(archive, config, _fixture_verdict(target, profile), **kwargs)  # type: ignore[arg-type]
+
+
+def _context() -> str:
+    from knowledge.models import Finding, FindingHit, Hit, ResearchContext
+
+    hits = [Hit(chunk_id=f"c{i}", text="Hopper wgmma tiles ... " * 20, source=f"doc{i}.md", title="t", section="s",
+                kind="markdown", targets=["nvidia"], score=0.01) for i in range(3)]
+    finding = Finding(id="run1-g1e0", hypothesis="unroll the sum", change="UNROLL 1→4", expected_speedup_min=1.0,
+                      expected_speedup_max=1.3, measured_speedup=1.28, explanation="fewer loop branches",
+                      kernel_id="k1", parent_id="k0", problem="softmax", target="cpu")
+    return ResearchContext(query="softmax", literature=hits, findings=[FindingHit(finding=finding, score=1.0)]).to_prompt()
+
+
+def _reply(role: str) -> dict[str, Any]:
+    if role == "selector":
+        return {"base_id": "k1", "reference_id": "k0", "reason": "fastest"}
+    if role == "researcher":
+        return {"avenues": [], "plans": [PLAN.model_dump()]}
+    if role == "coder":
+        return {"mode": "file", "source": "x = 1\n", "summary": "s"}
+    if role == "critic_review":
+        return {"approve": True}
+    return {"hypothesis": "h", "change": "c", "explanation": "e"}
+
+
+def _llm(role: str) -> tuple[RoleLLM, ScriptedChatModel]:
+    model = ScriptedChatModel(script=[], default={"args": _reply(role)})
+    return RoleLLM(role.split("_")[0], model, LLMConfig(model="audit", max_retries=0)), model
+
+
+def _text(model: ScriptedChatModel) -> str:
+    return model.requests[-1].text if model.requests else ""
+
+
+def render_prompts(target: str) -> dict[str, str]:
+    """Every role's prompt text (system and user together) for the fixture run on `target`."""
+    from agents.coder import Coder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        view = fixture_view(target, Path(tmp))
+    seed, base, candidate = _population(target)[0], _population(target)[1], _fixture_sources(target)[2]
+    population = _population(target)
+    directives = ["keep the kernel numerically stable"]
+    prompts: dict[str, str] = {}
+
+    llm, model = _llm("selector")
+    Selector(llm).select(view, population, directives)
+    prompts["selector"] = _text(model)
+
+    llm, model = _llm("researcher")
+    Researcher(llm).design(view, base, seed, _context(), directives, picks=3)
+    prompts["researcher"] = _text(model)
+
+    llm, model = _llm("coder")
+    Coder(llm).write(view, PLAN, base, seed)
+    prompts["coder"] = _text(model)
+
+    critic_llm, model = _llm("critic_review")
+    critic = Critic(critic_llm)
+    review_kwargs: dict[str, Any] = {"problem": view, "base": base} if _accepts(critic.review, "problem") else {}
+    critic.review(PLAN, candidate, [], "", **review_kwargs)
+    prompts["critic_review"] = _text(model)
+
+    critic_llm, model = _llm("critic_explain")
+    critic = Critic(critic_llm)
+    done = KernelView(id="k3", generation=2, parents=["k1"], status="ok", source=candidate, geomean_us=650.0,
+                      geomean_ci_us=(640.0, 660.0), benchmarks=dict.fromkeys(base.benchmarks, 650.0))
+    from graph.experiment import unified_diff
+
+    outcome = RunOutcome(candidate=done, base=base, diff=unified_diff(base.source, candidate))
+    explain_kwargs: dict[str, Any] = {"problem": view} if _accepts(critic.explain, "problem") else {}
+    critic.explain(PLAN, outcome, **explain_kwargs)
+    prompts["critic_explain"] = _text(model)
+    return prompts
+
+
+def audit(target: str) -> list[dict[str, Any]]:
+    """Per role: characters, the required facts present and missing."""
+    rows = []
+    for role, text in render_prompts(target).items():
+        present = sorted(name for name, pattern in FACTS[target].items() if pattern.search(text))
+        missing = [f for f in REQUIRED[role] if f not in present]
+        rows.append({"target": target, "role": role, "chars": len(text), "facts": present, "missing": missing})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| target | role | characters | facts held | required facts missing |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['target']} | {r['role']} | {r['chars']} | {', '.join(r['facts']) or '-'} | "
+                     f"{', '.join(r['missing']) or '-'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    rows = audit("cpu") + audit("cuda")
+    sys.stdout.write(table(rows) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""The target brief and lean prompts: each role sees the hardware, build, shapes and tolerance it
+needs, the checklist of its target family, no empty blocks, and no code twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from agents.coder import Coder
+from agents.critic import Critic, RunOutcome
+from agents.llm import LLMConfig, RoleLLM
+from agents.researcher import Researcher
+from agents.schemas import ExperimentPlan
+from agents.scripted import ScriptedChatModel
+from agents.selector import Selector
+from agents.views import KernelView, ProblemView
+from graph.archive import Archive
+from graph.config import RunConfig
+from graph.problem_view import problem_view
+from graph.target_brief import HostFacts, cache_fit, cpu_hardware, read_host
+from sandbox.problem import load_problem
+
+HOST = HostFacts(model="Test CPU", flags="fpu sse4_2 avx avx2 fma avx512f", threads=4, cores=2,
+                 caches={"L1d": 48 * 1024, "L2": 2 * 1024**2, "L3": 32 * 1024**2})
+
+BASE_SOURCE = "\n".join(f"line {i}" for i in range(40)) + "\n"
+TWIN_SOURCE = BASE_SOURCE.replace("line 20", "line twenty")
+
+
+def view(target: str = "cpu") -> ProblemView:
+    return ProblemView(
+        name="softmax", target=target, description="Row softmax.", reference_code="def ref_kernel(d): ...",
+        hardware="- CPU Test CPU\n- instruction set: avx2 fma" if target == "cpu" else "- h100 (sm_90a): 132 SMs",
+        roofline="- rows=8, cols=8: speed of light 1 µs", build="g++ -O3 -march=native",
+        test_shapes="rows=1, cols=1; rows=7, cols=33", tolerance="rtol 1e-05, atol 1e-06",
+    )
+
+
+def kv(kid: str, source: str, geo: float | None = 10.0, status: str = "ok") -> KernelView:
+    return KernelView(id=kid, status=status, source=source, geomean_us=geo, benchmarks={"s": geo} if geo else {})
+
+
+def scripted(role: str, reply: dict[str, object]) -> tuple[RoleLLM, ScriptedChatModel]:
+    model = ScriptedChatModel(script=[], default={"args": reply})
+    return RoleLLM(role, model, LLMConfig(model="m", max_retries=0)), model
+
+
+def test_read_host_parses_cpuinfo_flags_and_threads(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: Fancy CPU\nflags\t\t: fpu avx avx2 fma avx512f avx512bw\ncpu cores\t: 8\n")
+    host = read_host(cpuinfo)
+    assert host.model == "Fancy CPU" and host.cores == 8 and host.threads >= 1
+    assert host.isa() == ["avx", "avx2", "fma", "avx512f", "avx512bw"] and host.vector_bits() == 512
+
+
+def test_cpu_hardware_names_instruction_set_threads_and_caches() -> None:
+    text = cpu_hardware(None, HOST)
+    assert "avx2 fma avx512f (512-bit vectors)" in text and "4 threads" in text
+    assert "L2 2 MB" in text and "L3 32 MB" in text
+
+
+def test_cache_fit_says_when_dram_is_not_the_bound() -> None:
+    assert cache_fit(1024**2, HOST) == "fits in L2: DRAM bandwidth is not the bound"
+    assert cache_fit(16 * 1024**2, HOST) == "fits in L3: DRAM bandwidth is not the bound"
+    assert cache_fit(64 * 1024**2, HOST) == "larger than the last cache: DRAM-bound"
+    assert cache_fit(1024, None) == ""
+
+
+def test_problem_view_holds_build_shapes_tolerance_and_cache_aware_roofline(tmp_path: Path) -> None:
+    problem = load_problem("softmax", "cpu")
+    archive = Archive(tmp_path / "a.sqlite")
+    archive.set_meta("problem_path", str(problem.path))
+    bench = SimpleNamespace(shape="rows=64, cols=16384", flops=5e6, bytes=8.4e6, sol_us=300.0, median_us=900.0,
+                            reference_median_us=400.0)
+    verdict = SimpleNamespace(target_profile=None, benchmarks=[bench])
+    got = problem_view(archive, RunConfig(problem="softmax", target="cpu"), verdict, host=HOST)  # type: ignore[arg-type]
+    assert "-march=native" in got.build and "-fopenmp" in got.build
+    assert "cols=33" in got.test_shapes
+    assert got.tolerance.startswith("rtol 1e-05, atol 1e-06")
+    assert "fits in L3" in got.roofline and "avx512f" in got.hardware
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_critic_review_gets_the_brief_a_diff_and_its_target_checklist(target: str) -> None:
+    llm, model = scripted("critic", {"approve": True})
+    plan = ExperimentPlan(title="p", description="d")
+    Critic(llm).review(plan, TWIN_SOURCE, [], "", view(target), kv("k1", BASE_SOURCE))
+    text = model.requests[-1].text
+    assert "rtol 1e-05" in text and "cols=33" in text and "g++ -O3" in text and "Row softmax." in text
+    assert "@@ " in text and "+line twenty" in text and "line 35" not in text  # the diff, not the file
+    # The GPU checklist (spills, occupancy) only on a GPU target.
+    assert ("spills" in text) == (target == "cuda") and ("OpenMP" in text) == (target == "cpu")
+
+
+def test_coder_gets_the_reference_only_for_a_plan_that_uses_it_and_as_a_diff() -> None:
+    llm, model = scripted("coder", {"mode": "file", "source": "x = 1\n"})
+    coder = Coder(llm)
+    base, reference = kv("k1", BASE_SOURCE), kv("k0", TWIN_SOURCE)
+    coder.write(view(), ExperimentPlan(title="one-line change", description="d"), base, reference)
+    text = model.requests[-1].text
+    assert "k0" not in text and "Reference kernel" not in text
+    assert "@tunable NAME" in text and "avx2" in text and "-march=native" in text
+    coder.write(view(), ExperimentPlan(title="borrow", description="d", uses_reference=True), base, reference)
+    text = model.requests[-1].text
+    assert "Reference kernel k0 (as a diff against k1)" in text and "+line twenty" in text
+    assert text.count("line 35") == 1  # the base once; the reference only as its diff
+
+
+def test_researcher_prompt_has_no_empty_blocks_and_explains_tunables() -> None:
+    llm, model = scripted("researcher", {"avenues": [], "plans": [{"title": "t", "description": "d"}]})
+    Researcher(llm).design(view(), kv("k1", BASE_SOURCE), None, "", [])
+    text = model.requests[-1].text
+    assert "@tunable NAME" in text and "uses_reference" in text
+    for absent in ("(none)", "User directives", "Reference kernel", "```\n\n```", "(not given)"):
+        assert absent not in text
+    Researcher(llm).design(view(), kv("k1", BASE_SOURCE), kv("k0", TWIN_SOURCE), "", ["stay stable"])
+    text = model.requests[-1].text
+    assert "User directives (honour them):\n- stay stable" in text and "as a diff against k1" in text
+
+
+def test_selector_skips_the_llm_when_the_choice_is_forced() -> None:
+    llm, model = scripted("selector", {"base_id": "k0"})
+    outcome = Selector(llm).select(view(), [kv("k0", "a"), kv("k1", "b", None, "build_error")], [])
+    assert outcome.by == "forced" and outcome.value.base_id == "k0" and not model.requests
+    Selector(llm).select(view(), [kv("k0", "a"), kv("k2", "c", 12.0)], [])
+    assert len(model.requests) == 1 and "CPU Test CPU" in model.requests[-1].text
+
+
+def test_critic_explain_sees_the_siblings_and_the_hardware() -> None:
+    llm, model = scripted("critic", {"hypothesis": "h", "change": "c", "explanation": "e"})
+    outcome = RunOutcome(candidate=kv("k3", TWIN_SOURCE, 8.0), base=kv("k1", BASE_SOURCE), diff="@@ -1 +1 @@")
+    siblings = "- g2e1 (llm) library exp: k4 9 µs, 1.11x the base"
+    Critic(llm).explain(ExperimentPlan(title="inline exp", description="d"), outcome, view(), siblings)
+    text = model.requests[-1].text
+    assert "Sibling experiments of this generation:\n" + siblings in text and "CPU Test CPU" in text
+    Critic(llm).explain(ExperimentPlan(title="inline exp", description="d"), outcome, view(), "")
+    assert "Sibling experiments" not in model.requests[-1].text
