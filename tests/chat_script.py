@@ -9,6 +9,7 @@ process (tested separately against an OpenAI-compatible server).
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -44,10 +45,13 @@ def two_plan_researcher(messages: list[BaseMessage], kwargs: dict[str, Any]) -> 
     return reply
 
 
+_ANSWERS = itertools.count(1)
+
+
 def coder_by_plan(messages: list[BaseMessage], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The fast kernel for the first plan; a file with a missing ';' for the second."""
+    """The fast kernel for the first plan; a file with a missing ';' for the second (each answer its own)."""
     broken = SECOND_PLAN["title"] in script.prompt_text(messages)
-    source = BROKEN_SOURCE if broken else script.FAST_SOFTMAX.read_text()
+    source = script.distinct(BROKEN_SOURCE if broken else script.FAST_SOFTMAX.read_text(), next(_ANSWERS))
     return {"args": {"mode": "file", "source": source, "summary": "one-pass softmax" if broken else "omp rows"}}
 
 

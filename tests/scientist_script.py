@@ -55,6 +55,23 @@ def researcher(messages: list[BaseMessage], kwargs: dict[str, Any]) -> dict[str,
     return {"args": {"avenues": avenues, "plans": [PLAN]}}
 
 
+def distinct(source: str, n: int) -> str:
+    """A Python kernel made the n-th answer's own: a real Coder never writes the same file twice, and the
+    run sends back a candidate whose code it has already evaluated (graph/experiment.py)."""
+    return f"{source.rstrip()}\n\nANSWER = {n}\n"
+
+
+def varying_coder(source: str) -> Callable[[list[BaseMessage], dict[str, Any]], dict[str, Any]]:
+    """A Coder that writes this kernel, each answer its own (`distinct`)."""
+    calls = {"n": 0}
+
+    def respond(messages: list[BaseMessage], kwargs: dict[str, Any]) -> dict[str, Any]:
+        calls["n"] += 1
+        return {"args": {"mode": "file", "source": distinct(source, calls["n"]), "summary": "omp rows, single exp"}}
+
+    return respond
+
+
 def coder_writing(*sources: str) -> Callable[[list[BaseMessage], dict[str, Any]], dict[str, Any]]:
     """A Coder that returns these files in turn (the last one from then on)."""
     calls = {"n": 0}
@@ -93,6 +110,6 @@ def scientist_models(
     return {
         "selector": ScriptedChatModel(responder=selector),
         "researcher": ScriptedChatModel(responder=researcher),
-        "coder": ScriptedChatModel(responder=coder or coder_writing(FAST_SOFTMAX.read_text())),
+        "coder": ScriptedChatModel(responder=coder or varying_coder(FAST_SOFTMAX.read_text())),
         "critic": ScriptedChatModel(responder=approve),
     }

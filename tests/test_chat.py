@@ -258,9 +258,11 @@ def test_directive_reaches_the_next_generation_and_the_chat_controls_the_run(tmp
     assert [g["generation"] for g in archive.generations()] == [1, 2]
     assert control.current(archive) == "run"  # the stop request was consumed
     first = launcher.started[0]
-    for role in ("selector", "researcher"):
-        asked = [r.text for r in first[role].requests]
-        assert len(asked) == 2 and DIRECTIVE not in asked[0] and DIRECTIVE in asked[1], role
+    researcher = [r.text for r in first["researcher"].requests]
+    assert len(researcher) == 2 and DIRECTIVE not in researcher[0] and DIRECTIVE in researcher[1]
+    # Generation 1's choice is forced (the seed is the only correct kernel): the Selector is asked once.
+    selector = [r.text for r in first["selector"].requests]
+    assert len(selector) == 1 and DIRECTIVE in selector[0]
     # One more generation, asked for in words: the budget grows, the run goes on from its checkpoint.
     gates[2].set()
     turn = session.ask("Run one more generation.")
@@ -396,9 +398,13 @@ def test_chat_attaches_to_a_headless_run_in_another_process(tmp_path: Path) -> N
                     p.kill()
                     p.wait()
         bodies = server.bodies
-    for role in ("Selector", "Researcher"):
-        prompts = [json.dumps(b["messages"]) for b in bodies if f"You are the {role}" in b["messages"][0]["content"]]
-        assert len(prompts) == 2 and DIRECTIVE not in prompts[0] and DIRECTIVE in prompts[1], role
+    def prompts(role: str) -> list[str]:
+        return [json.dumps(b["messages"]) for b in bodies if f"You are the {role}" in b["messages"][0]["content"]]
+
+    assert len(prompts("Researcher")) == 2 and DIRECTIVE not in prompts("Researcher")[0]
+    assert DIRECTIVE in prompts("Researcher")[1]
+    # Generation 1's choice is forced (only the seed is correct): the Selector is asked in generation 2 only.
+    assert len(prompts("Selector")) == 1 and DIRECTIVE in prompts("Selector")[0]
     assert archive.get_meta("stop_reason") == "generation budget reached (2)"
     assert control.run_status(archive).status == "finished"
     log = archive.evaluation_log()
