@@ -52,7 +52,6 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "vector_add", "rt_channel_underreport", "full", {Status.rejected}, "timing-contradicted"),
-    ("channel", "softmax", "rt_channel_underreport_softmax", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
     ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
@@ -159,10 +158,16 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
     assert deferred.summary.geomean_us > 0.5 * honest.summary.geomean_us, (deferred.summary, honest.summary)
 
 
-def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing() -> None:
-    # Each call reported 120 µs short: inside the bound's floor, so not rejected; but a batch's figure is
-    # never below what the judge's clock saw of it beyond the overhead's noise.
-    verdict = _evaluate("vector_add", "rt_channel_underreport_within")
+@pytest.mark.parametrize("problem, name", [("vector_add", "rt_channel_underreport_within"),  # 120 µs short
+                                           ("softmax", "rt_channel_underreport_softmax")])  # 0.6 of its time
+def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem: str, name: str) -> None:
+    # Beyond the bound's allowance a runner's figure is rejected; inside it (or where the host's noise
+    # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it
+    # beyond the overhead's noise.
+    verdict = _evaluate(problem, name)
+    if verdict.status == Status.rejected:
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "timing-contradicted"
+        return
     assert verdict.status == Status.ok, _detail(verdict)
     for bench in verdict.benchmarks:
         judge = bench.judge or {}
@@ -221,6 +226,7 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
 
 
 @pytest.mark.parametrize("problem, name, status", [("vector_add", "rt_nolook_mutate_when_timed", Status.rejected),
+                                                   ("vector_add", "rt_channel_claim_overwritten", Status.rejected),
                                                    ("vector_add", "problems/vector_add/seeds/cpu.py", Status.ok),
                                                    ("softmax", "legit_rt_persistent_out", Status.ok)])
 def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str, name: str, status: Status) -> None:
@@ -232,4 +238,5 @@ def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str,
                                                   limits=PhaseLimits(build=300, check=120, time=120)))
     assert verdict.status is status, _detail(verdict)
     if status is Status.rejected:
-        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "input-mutation"
+        rule = "output-changed-after-return" if "overwritten" in name else "input-mutation"
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == rule, _detail(verdict)

@@ -56,8 +56,9 @@ BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
 # batches, work hidden from the runner's clock does not.
 BOUND_MAX_BATCHES = 12
 # A kept output's copy, allowed for on the judge's clock where the runner copies outputs: bytes read and
-# written at 1 TB/s (every GPU here is faster), and a launch.
-COPY_BYTES_PER_US = 1e6
+# written at 1 TB/s on a GPU (every GPU here is faster), 2 GB/s on a CPU (runners there keep outputs only
+# when they build inputs from recipes, as tests do), and a launch.
+COPY_BYTES_PER_US = {"cpu": 2e3, "gpu": 1e6}
 COPY_LAUNCH_US = 20.0
 # CPU time the runner may use while it has no call to run (between a batch's answer and the next
 # batch: the collector, a thread pool going to sleep), in seconds and as a share of its calls' time.
@@ -297,7 +298,7 @@ class Track:
         each output as it returns: outside the runner's figure, inside the judge's clock."""
         if not self.copied:
             return 0.0
-        return 2 * self.shape.out_bytes / COPY_BYTES_PER_US + COPY_LAUNCH_US
+        return 2 * self.shape.out_bytes / COPY_BYTES_PER_US[self.kind] + COPY_LAUNCH_US
 
     def settled(self) -> bool:
         """Done as far as the bound goes: the judge's clock agrees, or it was asked enough times."""

@@ -69,6 +69,7 @@ class Runner:
         # output a later call overwrote in that batch are answered as such.
         self.copy_outputs = False
         self.overwritten: set[Any] = set()
+        self.prepared: dict[Any, Any] = {}  # a GPU batch's inputs, built before its first call (`_prepare`)
 
     # -- the judge's requests -----------------------------------------------------------
 
@@ -180,9 +181,9 @@ class Runner:
         gc.disable()
         items = [dict(item, kernel=request.get("kernel"), out_bytes=request.get("out_bytes"),
                       out_path=request.get("out_path")) for item in request.get("calls") or []]
-        prepared = self._prepare(items)
+        self.prepared = self._prepare(items)
         for item in items:
-            answer = self.on_call(item, fds, prepared.get(id(item)))
+            answer = self.on_call(item, fds)
             results.append(answer)
             if answer.get("op") == "error":
                 break
@@ -207,17 +208,17 @@ class Runner:
             return out, False
         return decode(encode(out, lambda t: {"t": t}), lambda leaf: leaf["t"].clone()), True
 
-    def _prepare(self, items: list[dict[str, Any]]) -> dict[int, Any]:
+    def _prepare(self, items: list[dict[str, Any]]) -> dict[Any, Any]:
         """Every call's inputs on recipes, built before the batch's first call: between the calls only the
         timing's own steps run, so the round trip's overhead is what calibration measured, whatever the
         candidate's code did to the host's caches (a call that fails to build is left to `on_call`)."""
-        prepared: dict[int, Any] = {}
+        prepared: dict[Any, Any] = {}  # by call
         if not self.device.startswith("cuda"):  # the CPU's caches favour inputs built just before their call
             return prepared
         for item in items:
             if "recipe" in item:
                 try:
-                    prepared[id(item)] = self._from_recipe(item["recipe"])
+                    prepared[item.get("i")] = self._from_recipe(item["recipe"])
                 except Exception:  # noqa: BLE001 - on_call builds it again and answers the error
                     break
         return prepared
@@ -245,10 +246,11 @@ class Runner:
             return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}
         return {"op": "delivered", "i": index, "out": tree, "inputs": inputs}
 
-    def on_call(self, request: dict[str, Any], fds: list[int], prepared: Any = None) -> dict[str, Any]:
+    def on_call(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         import torch
 
         index = request.get("i")
+        prepared = self.prepared.pop(index, None) if "recipe" in request else None
         try:
             if prepared is not None:
                 data = prepared

@@ -31,7 +31,7 @@ def _batch_position():
     while frame is not None:
         if frame.f_code.co_name == "on_batch":
             request, item = frame.f_locals.get("request"), frame.f_locals.get("item")
-            calls = (request or {}).get("calls") or []
+            calls = frame.f_locals.get("items") or (request or {}).get("calls") or []
             if item is None or not calls:
                 return True, False
             return item is calls[-1], len(calls) > 1
