@@ -52,8 +52,15 @@ def target_brief(problem: ProblemView, role: str) -> str:
 
 @cache
 def _checklists(directory: str) -> dict[str, dict[str, list[str]]]:
-    data = yaml.safe_load((Path(directory) / "checklists.yml").read_text()) or {}
-    return {family: {role: list(items) for role, items in roles.items()} for family, roles in data.items()}
+    path = Path(directory) / "checklists.yml"
+    data = yaml.safe_load(path.read_text()) or {}
+    lists = {family: {role: list(items) for role, items in roles.items()} for family, roles in data.items()}
+    for family, roles in lists.items():
+        for role, items in roles.items():
+            # An unquoted item holding ": " reads as a mapping and would reach a prompt as a Python dict.
+            if not all(isinstance(item, str) for item in items):
+                raise ValueError(f"{path}: {family}.{role} holds an item that is not text (quote items with ': ')")
+    return lists
 
 
 def checklist(target: str, role: str, directory: str | None = None) -> str:

@@ -137,3 +137,13 @@ def test_critic_explain_sees_the_siblings_and_the_hardware() -> None:
     assert "Sibling experiments of this generation:\n" + siblings in text and "CPU Test CPU" in text
     Critic(llm).explain(ExperimentPlan(title="inline exp", description="d"), outcome, view(), "")
     assert "Sibling experiments" not in model.requests[-1].text
+
+
+def test_every_checklist_item_reaches_a_prompt_as_text() -> None:
+    # An unquoted YAML item with ": " in it once reached the Researcher as a Python dict.
+    from agents.brief import checklist
+
+    for target in ("cpu", "cuda"):
+        for role in ("researcher", "coder", "critic_review"):
+            text = checklist(target, role)
+            assert text and "{" not in text and "'" not in text.replace("'s ", ""), (target, role, text)
