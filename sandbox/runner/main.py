@@ -206,7 +206,7 @@ class Runner:
                     self.copy_outputs = True
         if not self.copy_outputs:
             return out, False
-        return decode(encode(out, lambda t: {"t": t}), lambda leaf: leaf["t"].clone()), True
+        return _map_tensors(out, lambda t: t.clone()), True
 
     def _prepare(self, items: list[dict[str, Any]]) -> dict[Any, Any]:
         """Every call's inputs on recipes, built before the batch's first call: between the calls only the
@@ -368,12 +368,15 @@ def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
         block.fill_(0xFF)
 
 
+def _map_tensors(data: Any, fn: Any) -> Any:
+    """The same structure with each tensor replaced by fn(tensor)."""
+    return decode(encode(data, lambda t: {"t": t}), lambda leaf: fn(leaf["t"]))
+
+
 def _empty_like_tree(data: Any) -> Any:
     import torch
 
-    from sandbox.shared.arena import decode
-
-    return decode(encode(data, lambda t: {"t": t}), lambda leaf: torch.empty_like(leaf["t"]))
+    return _map_tensors(data, torch.empty_like)
 
 
 def _describe(tensor: Any) -> dict[str, Any]:
