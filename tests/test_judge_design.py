@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -267,6 +268,36 @@ def test_the_judges_clock_bounds_what_the_runner_reports() -> None:
     with pytest.raises(IntegrityViolation) as caught:
         bound_by_judge([40.0, 41.0, 40.0], [4000.0, 4100.0, 4050.0], [4, 4, 4], calibration, "gpu")
     assert caught.value.rule == "timing-contradicted" and "outside the measured region" in caught.value.reason
+
+
+def test_on_the_cpu_a_round_trip_delayed_by_the_host_is_not_blamed_on_the_runner() -> None:
+    # The round trips grow by 2 ms per call while the runner's processes used no more CPU than the
+    # no-op: other work on the host held the cores. Work hidden from the runner's clock costs CPU.
+    calibration = Calibration(batch=4, overhead_us=1000.0, spread_us=80.0, samples_us=[1000.0] * 5,
+                              cpu_overhead_us=900.0, cpu_spread_us=40.0)
+    delayed = bound_by_judge([400.0] * 3, [8400.0] * 3, [4] * 3, calibration, "cpu", cpu_judged=[440.0] * 3, cores=2)
+    assert delayed["judge"]["host_delay"] and delayed["judge"]["cpu_per_call_us"] == [110.0] * 3
+    with pytest.raises(IntegrityViolation) as caught:
+        bound_by_judge([400.0] * 3, [8400.0] * 3, [4] * 3, calibration, "cpu", cpu_judged=[8000.0] * 3, cores=2)
+    assert "of CPU per call beyond the no-op's" in caught.value.reason
+    # Each core the runner may use may spend the allowance: a kernel on two threads uses twice its time.
+    threads = bound_by_judge([400.0] * 3, [8400.0] * 3, [4] * 3, calibration, "cpu", cpu_judged=[2000.0] * 3, cores=2)
+    assert "host_delay" in threads["judge"]
+    # Without the CPU's view (unreadable, or a GPU's events), the round trip alone decides.
+    with pytest.raises(IntegrityViolation):
+        bound_by_judge([400.0] * 3, [8400.0] * 3, [4] * 3, calibration, "cpu")
+
+
+def test_the_cpu_time_of_a_process_is_read_to_the_microsecond() -> None:
+    # Ticks (10 ms) would round a batch of calls to nothing or to a whole tick.
+    from sandbox.judge import procs
+
+    before = procs.cpu_seconds([os.getpid()])
+    spin = time.perf_counter() + 0.003
+    while time.perf_counter() < spin:
+        pass
+    used = procs.cpu_seconds([os.getpid()]) - before
+    assert 0.002 < used < 0.5 and abs(used * 100 - round(used * 100)) > 1e-6  # not whole ticks
 
 
 def _track(reported: list[float], judged: list[float]) -> timed.Track:

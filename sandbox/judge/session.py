@@ -122,6 +122,8 @@ class RunnerSession:
         # has nothing to do: work a candidate left running after its calls returned.
         self.idle_cpu_s = 0.0
         self._answered_cpu: float | None = None
+        # CPU time the runner's sandbox used during the last batch, in microseconds (None: unreadable).
+        self.batch_cpu_us: float | None = None
         # Processes stopped since the runner's last answer (CPU target): see `_freeze`.
         self._frozen: list[int] = []
 
@@ -194,6 +196,8 @@ class RunnerSession:
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         self._answered_cpu = self._freeze()
+        self.batch_cpu_us = (self._answered_cpu - now_cpu) * 1e6 \
+            if self._answered_cpu is not None and now_cpu is not None else None
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")

@@ -51,6 +51,11 @@ BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
 # calls (seen at 1.31 for an honest rmsnorm beside other work, twice in a row).
 BOUND_FACTOR = {"cpu": 1.4, "gpu": 1.25}
 BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
+# How far the runner's own work around the calls (the calibrated overhead) may have slowed since it was
+# calibrated, as a share of it: a shared CPU's speed moves by tens of percent from one second to the
+# next, and where the runner builds inputs from recipes its overhead is several times a small kernel's
+# time. Nothing on a GPU, whose overhead is launches and events: there a share of it could hide a kernel.
+OVERHEAD_DRIFT = {"cpu": 0.25, "gpu": 0.0}
 # A shape whose timing the judge's clock contradicts is timed on more batches, up to this many, before the
 # contradiction stands: the round trip's noise (a GPU batch carries milliseconds of it) evens out over
 # batches, work hidden from the runner's clock does not.
@@ -74,6 +79,9 @@ class Calibration:
     overhead_us: float  # median round trip of a no-op batch, less the no-op's own reported time
     spread_us: float  # how far that overhead moves from batch to batch (the range without its extremes)
     samples_us: list[float] = field(default_factory=list)
+    # The same for the CPU time the runner's sandbox used in a no-op batch (None: unreadable here).
+    cpu_overhead_us: float | None = None
+    cpu_spread_us: float = 0.0
 
 
 @dataclass
@@ -188,7 +196,8 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
     """Batches of the trusted no-op on this shape's data: the judge's clock, less what the no-op reports."""
     from sandbox.judge.checks import CandidateFailure
 
-    overheads = []
+    overheads: list[float] = []
+    cpu_overheads: list[float] = []
     for attempt in range(CALIBRATION_BATCHES + 1):
         batch = _batch(judge, shape, shape.batch)
         calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes,
@@ -197,14 +206,22 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
             raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
             overheads.append(max(0.0, rtt - sum(c.reported_us for c in calls)))
+            if judge.session.batch_cpu_us is not None:
+                cpu_overheads.append(max(0.0, judge.session.batch_cpu_us - sum(c.reported_us for c in calls)))
         # On a GPU, the same motions as between timed batches (a check, the switch back), so that
         # what they leave behind (cold clocks, the other context) is in the overhead too.
         if judge.device != "cpu":
             _exercise(judge, shape, batch, calls[0])
-    ordered = sorted(overheads)
-    # The clock's own noise: the range of the middle of the no-op batches (the two extremes left out).
-    spread = ordered[-2] - ordered[1] if len(ordered) > 4 else ordered[-1] - ordered[0]
-    return Calibration(shape.batch, statistics.median(overheads), spread, overheads)
+    calibration = Calibration(shape.batch, statistics.median(overheads), _spread(overheads), overheads)
+    if len(cpu_overheads) == len(overheads):
+        calibration.cpu_overhead_us, calibration.cpu_spread_us = statistics.median(cpu_overheads), _spread(cpu_overheads)
+    return calibration
+
+
+def _spread(samples: list[float]) -> float:
+    """A clock's own noise: the range of the middle of the no-op batches (the two extremes left out)."""
+    ordered = sorted(samples)
+    return ordered[-2] - ordered[1] if len(ordered) > 4 else ordered[-1] - ordered[0]
 
 
 def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
@@ -234,6 +251,8 @@ class Track:
     samples: list[float] = field(default_factory=list)  # per batch of timed calls: the mean per call
     reported: list[float] = field(default_factory=list)  # per batch: the runner's sum
     judged: list[float] = field(default_factory=list)  # per batch: the judge's round trip less the overhead
+    # per batch: CPU time the runner's sandbox used, less the no-op's (CPU target; empty: unreadable)
+    cpu_judged: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     done: int = 0
     idle_cpu_start: float = 0.0
@@ -282,6 +301,9 @@ class Track:
             self.reported.append(reported)
             self.judged.append(judged)
             self.sizes.append(len(calls))
+            cpu, overhead = judge.session.batch_cpu_us, self.calibration.cpu_overhead_us
+            if cpu is not None and overhead is not None:
+                self.cpu_judged.append(max(0.0, cpu - overhead))
         self.done += len(calls)
         if checked and judge.device != "cpu":
             # Two processes on one GPU take turns: the switch back from the judge's work belongs
@@ -305,14 +327,19 @@ class Track:
         if len(self.sizes) >= BOUND_MAX_BATCHES:
             return True
         try:
-            bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us())
+            self._bound()
         except IntegrityViolation:
             return False
         return True
 
+    def _bound(self) -> dict[str, Any]:
+        cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.judged) else None
+        return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
+                              cpu_judged=cpu, cores=_cores())
+
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
-        bound = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us())
+        bound = self._bound()
         idle = self.judge.session.idle_cpu_s - self.idle_cpu_start
         bound["judge"]["idle_cpu_ms"] = round(idle * 1e3, 1)
         calls_s = sum(self.reported) / 1e6
@@ -456,32 +483,57 @@ def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: flo
 
 
 def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int], calibration: Calibration,
-                   kind: str, extra_us: float = 0.0) -> dict[str, Any]:
+                   kind: str, extra_us: float = 0.0, *, cpu_judged: list[float] | None = None,
+                   cores: int = 1) -> dict[str, Any]:
     """The runner's times stand only where the judge's clock around the same batches agrees.
 
     Per call, the median over batches of what the judge saw beyond the calibrated overhead may
     exceed the runner's figure by the factor and the floor, plus the calibration's own spread
     shared by the batch's calls; beyond that the work ran where the runner's clock did not look.
+
+    On the CPU target a round trip also grows when other work on the host delays the runner, and
+    that is no forgery: there (`cpu_judged`) the contradiction stands only if the CPU time the
+    runner's processes used in the batches, beyond the no-op's, exceeds the same allowance on each
+    core the runner may use. Hidden work costs CPU time; waiting for a core costs none.
     """
     runner = statistics.median(r / n for r, n in zip(reported, sizes, strict=True))
     judge = statistics.median(j / n for j, n in zip(judged, sizes, strict=True))
     batch = statistics.median(sizes)
-    allowed = BOUND_FACTOR[kind] * runner + BOUND_FLOOR_US[kind] + 1.5 * calibration.spread_us / batch + extra_us
+    allowance = BOUND_FACTOR[kind] * runner + BOUND_FLOOR_US[kind] + extra_us
+    allowed = allowance + (1.5 * calibration.spread_us + OVERHEAD_DRIFT[kind] * calibration.overhead_us) / batch
     seen: dict[str, Any] = {
         "batch": calibration.batch, "overhead_us": round(calibration.overhead_us, 1),
         "spread_us": round(calibration.spread_us, 1), "allowed_us": round(allowed, 1),
         "calibration_us": [round(x, 1) for x in calibration.samples_us],
         "per_call_us": [round(j / n, 1) for j, n in zip(judged, sizes, strict=True)]}
+    if cpu_judged:
+        seen["cpu_per_call_us"] = [round(c / n, 1) for c, n in zip(cpu_judged, sizes, strict=True)]
     detail = {"judge_median_us": judge, "judge": seen}
-    if judge > allowed:
-        seen["reported_per_call_us"] = [round(r / n, 1) for r, n in zip(reported, sizes, strict=True)]
-        raise IntegrityViolation(
-            "timing-contradicted",
-            f"the runner reported {runner:.1f} µs per call, but the judge's clock saw {judge:.1f} µs per call beyond "
-            f"the calibrated overhead (at most {allowed:.1f} µs is explained): work done outside the measured region",
-            detail,
-        )
-    return detail
+    if judge <= allowed:
+        return detail
+    seen["reported_per_call_us"] = [round(r / n, 1) for r, n in zip(reported, sizes, strict=True)]
+    reason = (f"the runner reported {runner:.1f} µs per call, but the judge's clock saw {judge:.1f} µs per call beyond "
+              f"the calibrated overhead (at most {allowed:.1f} µs is explained)")
+    if cpu_judged:
+        cpu = statistics.median(c / n for c, n in zip(cpu_judged, sizes, strict=True))
+        cpu_overhead = calibration.cpu_overhead_us or 0.0
+        cpu_allowed = cores * allowance + (1.5 * calibration.cpu_spread_us + OVERHEAD_DRIFT[kind] * cpu_overhead) / batch
+        seen["cpu_allowed_us"] = round(cpu_allowed, 1)
+        if cpu <= cpu_allowed:
+            seen["host_delay"] = "the round trips were longer than the runner's figures, its CPU time was not"
+            return detail
+        reason += f", and its processes used {cpu:.1f} µs of CPU per call beyond the no-op's (at most {cpu_allowed:.1f})"
+    raise IntegrityViolation("timing-contradicted", reason + ": work done outside the measured region", detail)
+
+
+def _cores() -> int:
+    """Cores the runner may run on at once: those this process may use (the runner inherits them)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str, Any]:
