@@ -26,6 +26,11 @@ _GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
 # needs from under them (the project, the interpreter, the cache) is bound back in.
 _PRIVATE_FOLDERS = ("/root", "/home")
 _PRIVATE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+# Where a system keeps the rest of what only its owner may read (TLS and SSH keys, database and
+# service configurations, logs of logins, secrets a container runtime mounts under /run): searched
+# when the judge runs as root (`_owner_only`), up to this many entries in all.
+_SYSTEM_FOLDERS = ("/etc", "/var", "/run", "/opt", "/srv", "/boot", "/mnt", "/media")
+_SEARCH_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,11 @@ def command(
         for pattern in _GPU_DEVICES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]
-    # What lives under the host's /tmp (a project cloned there, a test's build cache) or a home
-    # folder would vanish behind the private ones: bound back in, read-only.
+    # What lives under the host's /tmp (a project cloned there, a test's build cache), a home folder
+    # or an owner-only system folder would vanish behind the emptied ones: bound back in, read-only.
+    emptied = ("/tmp", "/var/tmp", "/dev/shm", *_PRIVATE_FOLDERS, *_hidden_owner_only()[0])
     for folder in readable:
-        if folder.exists() and str(folder).startswith(("/tmp/", "/var/tmp/", "/dev/shm/", *(f"{p}/" for p in _PRIVATE_FOLDERS))):
+        if folder.exists() and str(folder).startswith(tuple(f"{e}/" for e in emptied)):
             args += ["--ro-bind", str(folder), str(folder)]
     for secret in hidden:
         if secret.exists():
@@ -93,6 +99,58 @@ def command(
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
+
+
+@functools.cache
+def _owner_only() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Folders and files of the system that others may not read, found once per process: (folders,
+    files). Where the judge runs as root the runner's user maps to root outside its namespace, and
+    every such file would be readable to it; hidden, the runner sees what an unprivileged user
+    would, while everything it needs (interpreter, libraries, drivers) is readable by all."""
+    import stat
+
+    folders: list[str] = []
+    files: list[str] = []
+    budget = [_SEARCH_LIMIT]
+
+    def search(folder: str) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                continue
+            if not mode & stat.S_IROTH:
+                (folders if stat.S_ISDIR(mode) else files).append(entry.path)
+            elif stat.S_ISDIR(mode):
+                search(entry.path)
+
+    for folder in _SYSTEM_FOLDERS:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            search(folder)
+    return tuple(folders), tuple(files)
+
+
+def _hidden_owner_only() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The owner-only folders and files the sandbox hides: where the judge runs as root (an
+    unprivileged judge's runner cannot read them anyway)."""
+    return _owner_only() if os.geteuid() == 0 else ((), ())
+
+
+def _hide_owner_only() -> list[str]:
+    """bubblewrap options that empty the owner-only folders and put an empty file over the
+    owner-only files (sockets too: a root-only socket would otherwise take the runner's connection)."""
+    folders, files = _hidden_owner_only()
+    return [*(a for f in folders for a in ("--tmpfs", f)),
+            *(a for f in files if f not in _PRIVATE_FILES for a in ("--ro-bind", "/dev/null", f))]
 
 
 def _sandbox(found: Isolation) -> list[str]:
@@ -104,6 +162,7 @@ def _sandbox(found: Isolation) -> list[str]:
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/var/tmp"]
     args += [arg for folder in _PRIVATE_FOLDERS if os.path.isdir(folder) for arg in ("--tmpfs", folder)]
     args += [arg for secret in _PRIVATE_FILES if os.path.exists(secret) for arg in ("--ro-bind", "/dev/null", secret)]
+    args += _hide_owner_only()
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
     if found.unprivileged_user:
