@@ -258,6 +258,27 @@ def test_the_runner_sees_no_home_folder_or_password_hash_but_what_it_needs(tmp_p
     assert not entries or (under_home and set(entries) <= set(str(ROOT).split("/"))), entries
 
 
+def test_the_runner_cannot_read_what_only_the_systems_owner_may() -> None:
+    # Run as root, the judge's runner maps to root outside its namespace: TLS and SSH keys, service
+    # configurations and login logs readable only by their owner would all be open to a candidate.
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    if os.geteuid() != 0:
+        pytest.skip("the judge is not root here: the kernel itself keeps owner-only files from its runner")
+    folders, files = isolation._owner_only()
+    regular = [f for f in files if os.path.isfile(f) and os.path.getsize(f) > 0][:20]
+    if not folders and not regular:
+        pytest.skip("this host has no owner-only files to hide")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[ROOT], hidden=[], gpu=False)
+    probe = "".join(f"echo F; head -c 1 '{f}' 2>/dev/null | wc -c; " for f in regular)
+    probe += "".join(f"echo D; ls -A '{d}' 2>/dev/null | wc -l; " for d in folders[:20])
+    probe += "echo P; head -c 5 /etc/passwd"
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    counts, passwd = seen.split("P\n", 1)
+    assert [line for line in counts.split() if line not in ("F", "D")] == ["0"] * (len(regular) + len(folders[:20]))
+    assert passwd == "root:"  # what everyone may read stays readable
+
+
 # -- the bound ----------------------------------------------------------------------------------------
 
 
@@ -286,6 +307,37 @@ def test_on_the_cpu_a_round_trip_delayed_by_the_host_is_not_blamed_on_the_runner
     # Without the CPU's view (unreadable, or a GPU's events), the round trip alone decides.
     with pytest.raises(IntegrityViolation):
         bound_by_judge([400.0] * 3, [8400.0] * 3, [4] * 3, calibration, "cpu")
+
+
+def test_the_no_op_timed_again_beside_the_candidate_keeps_the_smaller_overhead(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge.checks import CandidateFailure
+
+    inflated = Calibration(batch=4, overhead_us=13000.0, spread_us=9000.0, samples_us=[13000.0] * 5,
+                           cpu_overhead_us=900.0, cpu_spread_us=40.0)
+    fresh = Calibration(batch=4, overhead_us=1400.0, spread_us=100.0, samples_us=[1400.0] * 5,
+                        cpu_overhead_us=1200.0, cpu_spread_us=60.0)
+    monkeypatch.setattr(timed, "calibrate", lambda judge, shape: fresh)
+    kept = timed.recalibrated(None, None, inflated)  # type: ignore[arg-type]
+    # Each clock keeps its smaller overhead: the first calibration's burst is gone, and a no-op the
+    # candidate slowed (here the CPU's) cannot widen the allowance.
+    assert (kept.overhead_us, kept.spread_us) == (1400.0, 100.0)
+    assert (kept.cpu_overhead_us, kept.cpu_spread_us) == (900.0, 40.0)
+
+    def broken(judge: object, shape: object) -> Calibration:
+        raise CandidateFailure("the no-op failed")
+
+    monkeypatch.setattr(timed, "calibrate", broken)
+    assert timed.recalibrated(None, None, inflated) is inflated  # type: ignore[arg-type]
+
+
+def test_a_batchs_figure_on_the_cpu_is_never_below_what_its_cpu_time_shows() -> None:
+    # A runner reporting 1 ms for a batch whose processes used 9 ms of CPU beyond the no-op's, on
+    # two cores, while the round trip's noise hid it: the figure is at least 4.5 ms less the noise.
+    calibration = Calibration(batch=1, overhead_us=6000.0, spread_us=20000.0, samples_us=[6000.0] * 5,
+                              cpu_overhead_us=800.0, cpu_spread_us=100.0)
+    figure = timed._sample(1000.0, 0.0, calibration, "cpu", cpu_judged=9000.0)
+    assert figure == pytest.approx(9000.0 / timed._cores() - 150.0)
+    assert timed._sample(1000.0, 0.0, calibration, "cuda", cpu_judged=9000.0) == 1000.0
 
 
 def test_the_cpu_time_of_a_process_is_read_to_the_microsecond() -> None:
