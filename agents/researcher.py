@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
@@ -40,11 +41,28 @@ def choose_plans(plans: list[ExperimentPlan], k: int = 3) -> list[ExperimentPlan
     return chosen
 
 
+_TARGET_WORDS = {"cpu": "CPU SIMD", "cuda": "NVIDIA GPU CUDA", "hip": "AMD GPU HIP"}
+_ISA_WORDS = ("avx512f", "avx2", "fma", "sve", "asimd")
+
+
+def target_words(problem: ProblemView) -> str:
+    """The target in the words documents use: the CPU's vector instruction set, the GPU's vendor."""
+    words = [_TARGET_WORDS.get(problem.target, problem.target)]
+    hardware = problem.hardware.lower()
+    if problem.target == "cpu":
+        words += [w.upper() for w in _ISA_WORDS if re.search(rf"\b{w}\b", hardware)]
+    return " ".join(words)
+
+
 def research_query(problem: ProblemView, base: KernelView, directives: list[str]) -> str:
-    """What to look up: the problem, what the base does, and the user's goals."""
-    parts = [problem.name.replace("_", " "), problem.target, base.summary]
+    """What to look up: the problem on this target, the measured bottleneck, the plan that made the
+    base (its title and description; the seed has none, and its first comment is not a question),
+    and the user's goals."""
+    plan = base.plan or {}
+    parts = [problem.name.replace("_", " "), target_words(problem), problem.bottleneck,
+             str(plan.get("title", "")), str(plan.get("description", ""))]
     parts += directives
-    return " ".join(p for p in parts if p)[:400]
+    return " ".join(p.strip() for p in parts if p and p.strip())[:500]
 
 
 class Researcher:

@@ -21,6 +21,7 @@ from agents.chat import ChatTool
 from graph import control
 from graph.approval import PlanReview, ReviewError, submit_review
 from graph.archive import Archive, KernelRecord
+from graph.config import KNOWLEDGE_TAG
 from graph.control import pending_plans
 from graph.run_data import (
     ancestry,
@@ -40,7 +41,7 @@ from graph.runs import RunHandle
 log = logging.getLogger(__name__)
 
 Launcher = Callable[[RunHandle, Archive], str]  # starts the run's process; returns what it did
-VENDOR = {"hip": "amd", "cuda": "nvidia"}
+VENDOR = KNOWLEDGE_TAG
 
 
 class NoArgs(BaseModel):

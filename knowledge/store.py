@@ -127,12 +127,19 @@ class Collection:
             metas += got["metadatas"]
         return ids, docs, metas
 
-    def query(self, embedding: Any, n: int, where: dict | None = None) -> list[str]:
-        """Ids of the n nearest chunks by cosine distance, best first."""
+    def query(self, embedding: Any, n: int, where: dict | None = None) -> list[tuple[str, float]]:
+        """(id, cosine similarity) of the n nearest chunks, best first."""
         total = self.count()
         if total == 0 or n <= 0:
             return []
         got = self.col.query(
             query_embeddings=[embedding], n_results=min(n, total), where=where, include=["distances"]
         )
-        return list(got["ids"][0])
+        return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0], strict=True)]
+
+    def embeddings(self, ids: list[str]) -> dict[str, Any]:
+        """The stored vectors of these ids (those that exist)."""
+        if not ids:
+            return {}
+        got = self.col.get(ids=ids, include=["embeddings"])
+        return dict(zip(got["ids"], got["embeddings"], strict=True))
