@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 
 from agents.brief import checklist, target_brief
@@ -16,14 +17,17 @@ log = logging.getLogger(__name__)
 
 
 def choose_plans(plans: list[ExperimentPlan], k: int = 3) -> list[ExperimentPlan]:
-    """The method's picks: the most innovative, the highest maximum gain, the highest minimum
-    gain; distinct plans, topped up in the order given when the picks coincide."""
+    """The method's picks, in this order: the highest minimum gain (the likeliest win), the most
+    innovative, the highest expected gain; distinct plans, topped up in the order given when the
+    picks coincide. With k=2 the highest-minimum plan runs (it came third and never did), and the
+    expected gain is the geometric middle of the range, not its top: a plan does not win a slot by
+    inflating its optimistic estimate alone."""
     if k <= 0 or not plans:
         return []
     orders = [
-        sorted(plans, key=lambda p: -p.innovation),
-        sorted(plans, key=lambda p: -p.est_max_speedup),
         sorted(plans, key=lambda p: -p.est_min_speedup),
+        sorted(plans, key=lambda p: -p.innovation),
+        sorted(plans, key=lambda p: -math.sqrt(max(p.est_min_speedup, 1e-9) * max(p.est_max_speedup, 1e-9))),
     ]
     chosen: list[ExperimentPlan] = []
     for order in orders:

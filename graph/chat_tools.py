@@ -205,7 +205,7 @@ class RunTools:
             "| # | kernel | gen | origin | parents | geomean µs [95% interval] | vs seed | vs PyTorch | plan |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for rank, k in enumerate(self.archive.leaderboard(limit), 1):
+        for rank, k in self.archive.ranked(limit):
             vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
             rows.append(
                 f"| {rank} | [{k.id}] | {k.generation} | {k.origin} | {','.join(k.parents) or '-'} | {num_interval(k.geomean_us, k.geomean_ci_us)}{' (busy host)' if k.noisy else ''} "

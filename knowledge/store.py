@@ -20,21 +20,12 @@ import chromadb
 from chromadb.config import Settings
 
 from knowledge.embedding import MiniLMEmbeddingFunction
+from knowledge.paths import KB_DIR_ENV, WORKSPACE_ENV, default_store_path  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
-KB_DIR_ENV = "KS_KB_DIR"
-WORKSPACE_ENV = "KS_WORKSPACE"
 LITERATURE = "literature"
 FINDINGS = "findings"
-
-
-def default_store_path() -> Path:
-    """$KS_KB_DIR, else <workspace>/knowledge where the workspace is $KS_WORKSPACE or ~/.kernel-scientist."""
-    if os.environ.get(KB_DIR_ENV):
-        return Path(os.environ[KB_DIR_ENV]).expanduser()
-    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.home() / ".kernel-scientist").expanduser()
-    return workspace / "knowledge"
 
 
 _clients: dict[str, Any] = {}
