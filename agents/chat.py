@@ -88,6 +88,12 @@ class ChatTurn:
 TextSink = Callable[[str], None]
 ToolSink = Callable[[ToolUse], None]
 NoticeSink = Callable[[str], None]
+RetractSink = Callable[[], None]
+
+# Tool results of earlier questions are kept in the history cut to this many characters (the model
+# can call the tool again); the whole text stays a source for the number check. Without it the
+# history grew by every result: 22,000 characters by the fourth question of a real session.
+EARLIER_TOOL_CHARS = 600
 
 
 class ChatAgent:
@@ -114,6 +120,7 @@ class ChatAgent:
         self.system = f"{prompt.system}\n\n{context_text}"
         self.history: list[BaseMessage] = [SystemMessage(self.system)]
         self._checks: set[int] = set()  # ids of the messages that sent an answer back: not sources
+        self._tool_outputs: list[str] = []  # every tool result whole, for the number check
         self._bound = chat_model.bind_tools([t.schema() for t in tools]) if tools else chat_model
 
     def ask(
@@ -122,8 +129,13 @@ class ChatAgent:
         on_text: TextSink | None = None,
         on_tool: ToolSink | None = None,
         on_notice: NoticeSink | None = None,
+        on_retract: RetractSink | None = None,
     ) -> ChatTurn:
+        """One question. An answer whose numbers no source holds is sent back once; `on_retract` is
+        told first, so a display can take back the text it streamed instead of leaving it above the
+        corrected answer."""
         turn = ChatTurn()
+        self._shorten_earlier_tool_results()
         self.history.append(HumanMessage(question))
         rounds = 0
         while True:
@@ -155,6 +167,8 @@ class ChatAgent:
                     f"{', '.join(missing)}. Numbers must come from the run's data. Call the tools that hold "
                     "them, or leave them out, and answer again."
                 )
+                if on_retract is not None:
+                    on_retract()
                 if on_notice is not None:
                     on_notice(f"numbers not found in the run's data: {', '.join(missing)}; asking again")
                 check = HumanMessage(note)
@@ -167,11 +181,22 @@ class ChatAgent:
     # -- internals -----------------------------------------------------------------------------
 
     def _sources(self) -> list[str]:
-        return [
+        return self._tool_outputs + [
             str(m.content)
             for m in self.history
-            if isinstance(m, (ToolMessage, HumanMessage, SystemMessage)) and id(m) not in self._checks
+            if isinstance(m, (HumanMessage, SystemMessage)) and id(m) not in self._checks
         ]
+
+    def _shorten_earlier_tool_results(self) -> None:
+        for i, message in enumerate(self.history):
+            text = str(message.content)
+            if isinstance(message, ToolMessage) and len(text) > EARLIER_TOOL_CHARS:
+                cut = len(text) - EARLIER_TOOL_CHARS
+                self.history[i] = ToolMessage(
+                    f"{text[:EARLIER_TOOL_CHARS]}\n... ({cut} characters of an earlier question's result cut: "
+                    f"call {message.name} again for them)",
+                    tool_call_id=message.tool_call_id, name=message.name,
+                )
 
     def _run_tool(self, call: dict[str, Any]) -> ToolUse:
         name = call.get("name") or ""
@@ -184,6 +209,7 @@ class ChatAgent:
         else:
             output = tool.run(args)
         self.history.append(ToolMessage(output, tool_call_id=call.get("id") or name, name=name))
+        self._tool_outputs.append(output)
         return ToolUse(name=name, args=args, output=output)
 
     def _complete(self, on_text: TextSink | None) -> AIMessage:

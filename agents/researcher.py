@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import re
 
 from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
@@ -15,14 +17,17 @@ log = logging.getLogger(__name__)
 
 
 def choose_plans(plans: list[ExperimentPlan], k: int = 3) -> list[ExperimentPlan]:
-    """The method's picks: the most innovative, the highest maximum gain, the highest minimum
-    gain; distinct plans, topped up in the order given when the picks coincide."""
+    """The method's picks, in this order: the highest minimum gain (the likeliest win), the most
+    innovative, the highest expected gain; distinct plans, topped up in the order given when the
+    picks coincide. With k=2 the highest-minimum plan runs (it came third and never did), and the
+    expected gain is the geometric middle of the range, not its top: a plan does not win a slot by
+    inflating its optimistic estimate alone."""
     if k <= 0 or not plans:
         return []
     orders = [
-        sorted(plans, key=lambda p: -p.innovation),
-        sorted(plans, key=lambda p: -p.est_max_speedup),
         sorted(plans, key=lambda p: -p.est_min_speedup),
+        sorted(plans, key=lambda p: -p.innovation),
+        sorted(plans, key=lambda p: -math.sqrt(max(p.est_min_speedup, 1e-9) * max(p.est_max_speedup, 1e-9))),
     ]
     chosen: list[ExperimentPlan] = []
     for order in orders:
@@ -40,11 +45,28 @@ def choose_plans(plans: list[ExperimentPlan], k: int = 3) -> list[ExperimentPlan
     return chosen
 
 
+_TARGET_WORDS = {"cpu": "CPU SIMD", "cuda": "NVIDIA GPU CUDA", "hip": "AMD GPU HIP"}
+_ISA_WORDS = ("avx512f", "avx2", "fma", "sve", "asimd")
+
+
+def target_words(problem: ProblemView) -> str:
+    """The target in the words documents use: the CPU's vector instruction set, the GPU's vendor."""
+    words = [_TARGET_WORDS.get(problem.target, problem.target)]
+    hardware = problem.hardware.lower()
+    if problem.target == "cpu":
+        words += [w.upper() for w in _ISA_WORDS if re.search(rf"\b{w}\b", hardware)]
+    return " ".join(words)
+
+
 def research_query(problem: ProblemView, base: KernelView, directives: list[str]) -> str:
-    """What to look up: the problem, what the base does, and the user's goals."""
-    parts = [problem.name.replace("_", " "), problem.target, base.summary]
+    """What to look up: the problem on this target, the measured bottleneck, the plan that made the
+    base (its title and description; the seed has none, and its first comment is not a question),
+    and the user's goals."""
+    plan = base.plan or {}
+    parts = [problem.name.replace("_", " "), target_words(problem), problem.bottleneck,
+             str(plan.get("title", "")), str(plan.get("description", ""))]
     parts += directives
-    return " ".join(p for p in parts if p)[:400]
+    return " ".join(p.strip() for p in parts if p and p.strip())[:500]
 
 
 class Researcher:

@@ -6,6 +6,7 @@ The graph builds these from its archive and the sandbox; the roles never read fi
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,7 @@ class ProblemView(BaseModel):
     build: str = ""  # the exact build command a submission's kernel gets
     test_shapes: str = ""  # the shapes checked for correctness
     tolerance: str = ""  # how close to the reference an output must be
+    bottleneck: str = ""  # what bounds the benchmark shapes, in a few words (the literature query's)
 
 
 class KernelView(BaseModel):
@@ -41,6 +43,7 @@ class KernelView(BaseModel):
     geomean_ci_us: tuple[float, float] | None = None
     noisy: bool = False
     benchmarks: dict[str, float] = Field(default_factory=dict)
+    plan: dict[str, Any] | None = None  # the experiment plan that produced it (None: the seed)
 
     @property
     def ok(self) -> bool:

@@ -103,7 +103,8 @@ def _fixture_sources(target: str) -> tuple[str, str, str]:
 
 def _population(target: str) -> list[KernelView]:
     seed, base, _ = _fixture_sources(target)
-    shapes = ["rows=4096, cols=4096", "rows=8192, cols=1024", "rows=32768, cols=512", "rows=1024, cols=32768"]
+    problem = load_problem("softmax", target)
+    shapes = [problem.shape_label(p) for p in problem.benchmarks]  # the target's own benchmark shapes
     return [
         KernelView(id="k0", origin="seed", status="ok", source=seed, summary="seed: naive rows",
                    geomean_us=900.0, geomean_ci_us=(880.0, 920.0), benchmarks=dict.fromkeys(shapes, 900.0)),
@@ -148,15 +149,31 @@ def fixture_view(target: str, folder: Path) -> ProblemView:
     return pv.problem_view(archive, config, _fixture_verdict(target, profile), **kwargs)  # type: ignore[arg-type]
 
 
-def _context() -> str:
-    from knowledge.models import Finding, FindingHit, Hit, ResearchContext
+FINDING = dict(id="run1-g1e0", hypothesis="unroll the sum", change="UNROLL 1→4", expected_speedup_min=1.0,
+               expected_speedup_max=1.3, measured_speedup=1.28, explanation="fewer loop branches",
+               kernel_id="k1", parent_id="k0", problem="softmax")
 
-    hits = [Hit(chunk_id=f"c{i}", text="Hopper wgmma tiles ... " * 20, source=f"doc{i}.md", title="t", section="s",
-                kind="markdown", targets=["nvidia"], score=0.01) for i in range(3)]
-    finding = Finding(id="run1-g1e0", hypothesis="unroll the sum", change="UNROLL 1→4", expected_speedup_min=1.0,
-                      expected_speedup_max=1.3, measured_speedup=1.28, explanation="fewer loop branches",
-                      kernel_id="k1", parent_id="k0", problem="softmax", target="cpu")
-    return ResearchContext(query="softmax", literature=hits, findings=[FindingHit(finding=finding, score=1.0)]).to_prompt()
+
+def _context(target: str, view: ProblemView, base: KernelView, directives: list[str]) -> str:
+    """The Researcher's literature and findings, as the graph retrieves them, from a fresh store of the
+    checkout's bundled primer and one finding: graph.nodes.literature_context where the checkout has
+    it, else the query and call graph.nodes._design made before it (issue 15's starting point)."""
+    from knowledge import KnowledgeBase
+    from knowledge.models import Finding
+
+    finding = Finding(**FINDING, target=target)  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = KnowledgeBase(Path(tmp))  # the primer only
+        kb.add_finding(finding)
+        try:
+            from graph.nodes import literature_context
+        except ImportError:
+            from agents.researcher import research_query
+            from graph.nodes import VENDOR
+
+            return kb.research_context(research_query(view, base, directives), target=VENDOR.get(target),
+                                       problem=view.name, findings_target=target).to_prompt()
+        return literature_context(kb, view, base, directives)
 
 
 def _reply(role: str) -> dict[str, Any]:
@@ -196,7 +213,8 @@ def render_prompts(target: str) -> dict[str, str]:
     prompts["selector"] = _text(model)
 
     llm, model = _llm("researcher")
-    Researcher(llm).design(view, base, seed, _context(), directives, picks=3)
+    context = _context(target, view, base, directives)
+    Researcher(llm).design(view, base, seed, context, directives, picks=3)
     prompts["researcher"] = _text(model)
 
     llm, model = _llm("coder")
@@ -222,13 +240,35 @@ def render_prompts(target: str) -> dict[str, str]:
     return prompts
 
 
+# Literature meant for another target: on the CPU any GPU excerpt, on a GPU the other vendor's or a CPU's.
+OFF_TARGET = {
+    "cpu": re.compile(r"\b(wgmma|Hopper|MFMA|MI300|warps?|tensor cores?|shared memory|LDS)\b", re.I),
+    "cuda": re.compile(r"\b(MFMA|MI300|CDNA|AVX\w*|_mm256\w*)\b", re.I),
+}
+
+
+def _literature(text: str) -> str:
+    start = text.find("## Literature")
+    end = text.find("## Findings", start)
+    return text[start:end] if start >= 0 else ""
+
+
 def audit(target: str) -> list[dict[str, Any]]:
-    """Per role: characters, the required facts present and missing."""
+    """Per role: characters, the required facts present and missing; for the Researcher also its
+    literature's characters, excerpts, and excerpts of another target's hardware."""
     rows = []
     for role, text in render_prompts(target).items():
         present = sorted(name for name, pattern in FACTS[target].items() if pattern.search(text))
         missing = [f for f in REQUIRED[role] if f not in present]
-        rows.append({"target": target, "role": role, "chars": len(text), "facts": present, "missing": missing})
+        row: dict[str, Any] = {"target": target, "role": role, "chars": len(text), "facts": present,
+                               "missing": missing}
+        if role == "researcher":
+            literature = _literature(text)
+            excerpts = re.split(r"^\[\d+\] ", literature, flags=re.M)[1:]
+            row["literature"] = {"chars": len(literature), "excerpts": len(excerpts),
+                                 "off_target": sum(bool(OFF_TARGET[target].search(e)) for e in excerpts),
+                                 "none_relevant": "No relevant literature found" in literature}
+        rows.append(row)
     return rows
 
 
@@ -247,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     rows = audit("cpu") + audit("cuda")
     sys.stdout.write(table(rows) + "\n")
+    for r in rows:
+        if "literature" in r:
+            lit = r["literature"]
+            sys.stdout.write(f"{r['target']} researcher literature: {lit['chars']} characters, {lit['excerpts']} "
+                             f"excerpts, {lit['off_target']} about another target's hardware"
+                             f"{', says none relevant' if lit['none_relevant'] else ''}\n")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -342,6 +342,16 @@ class Archive:
         rows = self._query(sql + (f" LIMIT {int(limit)}" if limit else ""))
         return [_kernel(r) for r in rows]
 
+    def ranked(self, limit: int | None = None) -> list[tuple[int, KernelRecord]]:
+        """(rank, kernel) of the leaderboard's top `limit`, and the seed at its own rank below them
+        when it fell off: every leaderboard shows the yardstick the run started from."""
+        rows = list(enumerate(self.leaderboard(), 1))
+        top = rows[:limit] if limit else rows
+        seed = next((row for row in rows if row[1].origin == "seed"), None)
+        if seed is not None and seed not in top:
+            top.append(seed)
+        return top
+
     def best(self) -> KernelRecord | None:
         """The fastest single timing: the leaderboard's top, which a side-by-side timing may not confirm."""
         board = self.leaderboard(1)

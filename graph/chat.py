@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.chat import ChatAgent, ChatTurn, NoticeSink, TextSink, ToolSink
+from agents.chat import ChatAgent, ChatTurn, NoticeSink, RetractSink, TextSink, ToolSink
 from agents.llm import LLMCall, LLMConfig
 from graph.approval import PlanReview
 from graph.archive import Archive
@@ -73,10 +73,11 @@ class ChatSession:
         on_text: TextSink | None = None,
         on_tool: ToolSink | None = None,
         on_notice: NoticeSink | None = None,
+        on_retract: RetractSink | None = None,
     ) -> ChatTurn:
         if self.agent is None:
             return ChatTurn(error="no chat model is configured: use the /commands (/help lists them)")
-        return self.agent.ask(question, on_text=on_text, on_tool=on_tool, on_notice=on_notice)
+        return self.agent.ask(question, on_text=on_text, on_tool=on_tool, on_notice=on_notice, on_retract=on_retract)
 
     def slash(self, line: str) -> str:
         """Run a /command; returns its answer as Markdown text."""

@@ -74,6 +74,11 @@ class TurnView:
     def notice(self, message: str) -> None:
         self.blocks.append(("notice", message))
 
+    def retract(self) -> None:
+        """Take back the answer streamed last: the number check sent it back, its correction follows."""
+        if self.blocks and self.blocks[-1][0] == "text":
+            self.blocks.pop()
+
     def render(self) -> RenderableType:
         from rich.console import Group
         from rich.markdown import Markdown
@@ -104,7 +109,8 @@ def ask_and_render(session: ChatSession, question: str, out: Console) -> ChatTur
             return call
 
         turn = session.ask(
-            question, on_text=update(view.text), on_tool=update(view.tool), on_notice=update(view.notice)
+            question, on_text=update(view.text), on_tool=update(view.tool), on_notice=update(view.notice),
+            on_retract=lambda: update(lambda _: view.retract())(None),
         )
         if turn.ungrounded:
             view.notice(f"these numbers are not in the run's data; do not rely on them: {', '.join(turn.ungrounded)}")

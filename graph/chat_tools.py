@@ -21,6 +21,7 @@ from agents.chat import ChatTool
 from graph import control
 from graph.approval import PlanReview, ReviewError, submit_review
 from graph.archive import Archive, KernelRecord
+from graph.config import KNOWLEDGE_TAG
 from graph.control import pending_plans
 from graph.run_data import (
     ancestry,
@@ -40,7 +41,7 @@ from graph.runs import RunHandle
 log = logging.getLogger(__name__)
 
 Launcher = Callable[[RunHandle, Archive], str]  # starts the run's process; returns what it did
-VENDOR = {"hip": "amd", "cuda": "nvidia"}
+VENDOR = KNOWLEDGE_TAG
 
 
 class NoArgs(BaseModel):
@@ -204,7 +205,7 @@ class RunTools:
             "| # | kernel | gen | origin | parents | geomean µs [95% interval] | vs seed | vs PyTorch | plan |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for rank, k in enumerate(self.archive.leaderboard(limit), 1):
+        for rank, k in self.archive.ranked(limit):
             vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
             rows.append(
                 f"| {rank} | [{k.id}] | {k.generation} | {k.origin} | {','.join(k.parents) or '-'} | {num_interval(k.geomean_us, k.geomean_ci_us)}{' (busy host)' if k.noisy else ''} "

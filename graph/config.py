@@ -13,6 +13,9 @@ from agents.llm_config import LLMConfig
 
 ROLES = ("selector", "researcher", "coder", "critic")
 TARGETS = ("cpu", "cuda", "hip")  # hip: a ROCm host (MI300); there is no separate "rocm" target
+# The knowledge base's tag of each run target's documents (knowledge/targets.py): a CPU run searches
+# CPU and generic literature, never a GPU vendor's.
+KNOWLEDGE_TAG = {"hip": "amd", "cuda": "nvidia", "cpu": "cpu"}
 
 
 class Budgets(BaseModel):

@@ -6,6 +6,7 @@ kernel is recorded, so a resumed run, or two experiments that wrote the same fil
 
 from __future__ import annotations
 
+import ast
 import logging
 import threading
 import time
@@ -28,13 +29,40 @@ def shape_times(verdict: Verdict) -> dict[str, float]:
     return {b.shape: b.median_us for b in verdict.benchmarks}
 
 
-def verdict_message(verdict: Verdict, limit: int = 2000) -> str:
-    """The failure as the Coder should read it: status, message, diagnostics, failed tests."""
+_NATIVE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".cu", ".hip")
+
+
+def embedded_source_line(source: str | None) -> int | None:
+    """The line of a Python submission where its embedded C++/CUDA source (the longest multi-line
+    string holding code) starts: line N of the compiled file is line start + N - 1 of the file the
+    Coder wrote. None when the submission has no such string, or is not Python."""
+    if not source:
+        return None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    strings = [(len(n.value), n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str) and "\n" in n.value and ("{" in n.value or "#include" in n.value)]
+    return max(strings)[1] if strings else None
+
+
+def verdict_message(verdict: Verdict, limit: int = 2000, source: str | None = None) -> str:
+    """The failure as the Coder should read it: status, message, diagnostics, failed tests. A
+    compiler's diagnostics are listed once (the message's own copy of the first is dropped), each
+    with the line of the file the Coder wrote when `source` embeds the compiled code."""
     if verdict.status == Status.ok:
         return ""
-    parts = [f"{verdict.status.value}: {verdict.message}".strip()]
+    message = verdict.message
+    if verdict.diagnostics and " failed: " in message:
+        message = message.split(" failed: ", 1)[0] + " failed:"
+    parts = [f"{verdict.status.value}: {message}".strip()]
+    start = embedded_source_line(source)
     for d in verdict.diagnostics[:10]:
-        parts.append(f"{d.file}:{d.line}: {d.severity}: {d.message}")
+        where = f"{d.file}:{d.line}"
+        if start is not None and "/" not in d.file and d.file.endswith(_NATIVE_SUFFIXES):
+            where += f" (line {start + d.line - 1} of your file)"
+        parts.append(f"{where}: {d.severity}: {d.message}")
     for t in verdict.tests:
         if not t.passed:
             parts.append(f"test {t.shape}: {t.message}")
@@ -122,7 +150,7 @@ class RunEvaluator:
                 "source": source,
                 "sha256": sha256_text(source),
                 "status": verdict.status.value,
-                "message": verdict_message(verdict),
+                "message": verdict_message(verdict, source=source),
                 "geomean_us": summary.geomean_us if summary and verdict.passed else None,
                 "geomean_ci_us": summary.geomean_ci_us if summary and verdict.passed else None,
                 "noisy": bool(verdict.host and verdict.host.get("noisy")),

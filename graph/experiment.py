@@ -139,7 +139,9 @@ def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
 def _lineage(
     spec: ExperimentSpec, base: KernelRecord, origin: str, attempt: int, summary: str, plan: ExperimentPlan
 ) -> KernelRecord:
-    parents = [base.id] + ([spec["reference_id"]] if spec.get("reference_id") and origin == "llm" else [])
+    # The reference is a parent only of a kernel whose Coder was shown it (a plan that uses it).
+    uses_reference = origin == "llm" and plan.uses_reference
+    parents = [base.id] + ([spec["reference_id"]] if spec.get("reference_id") and uses_reference else [])
     return KernelRecord(
         id="",
         generation=spec["generation"],

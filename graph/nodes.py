@@ -11,13 +11,15 @@ from langgraph.types import Send
 
 from agents.researcher import research_query
 from agents.schemas import ResearchPlan, Selection
+from agents.views import KernelView, ProblemView
 from graph import control, verify
 from graph.archive import KernelRecord
+from graph.config import KNOWLEDGE_TAG
 from graph.context import RunContext
 from graph.experiment import run_experiment
 from graph.problem_view import problem_view
 from graph.state import ExperimentSpec, RunState
-from graph.tuner import tune_plans
+from graph.tuner import frozen_reasons, tune_plans
 from sandbox.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 # on a shared machine is about this size.
 MIN_IMPROVEMENT = 0.005
 
-VENDOR = {"hip": "amd", "cuda": "nvidia"}
+VENDOR = KNOWLEDGE_TAG
 
 
 class SeedFailed(RuntimeError):
@@ -137,20 +139,10 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
     if ctx.llm_enabled:
         reference = ctx.archive.kernel(selection["reference_id"]) if selection.get("reference_id") else None
         base_view = ctx.kernel_view(base)
+        assert base_view is not None
         directives = ctx.archive.directives()
-        context = ""
         kb = ctx.knowledge() if ctx.knowledge else None
-        if kb is not None:
-            query = research_query(ctx.view, base_view, directives)
-            try:
-                context = kb.research_context(
-                    query,
-                    target=VENDOR.get(config.target),
-                    problem=ctx.view.name,
-                    findings_target=config.target,
-                ).to_prompt()
-            except Exception as exc:  # retrieval is an aid; the Researcher can work without it
-                log.warning("knowledge retrieval failed: %s", exc)
+        context = literature_context(kb, ctx.view, base_view, directives) if kb is not None else ""
         outcome = ctx.memo_outcome(
             f"g{generation}/researcher",
             ResearchPlan,
@@ -162,13 +154,33 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
             log.warning("%s", outcome.error)
         entries += [{"kind": "llm", "plan": p.model_dump()} for p in outcome.value.plans]
     tuner_slots = config.tuner_per_generation if entries else config.parallel
-    tuned = tune_plans(base, population, tuner_slots, ctx.archive.directives())
+    findings = ctx.archive.findings()
+    tuned = tune_plans(base, population, tuner_slots, ctx.archive.directives(), findings)
     if len(tuned) < tuner_slots:
         # Said, not silent: a generation with fewer experiments than slots.
+        frozen = frozen_reasons(base, population, ctx.archive.directives(), findings)
+        why = (f"{base.id} declares no tunables" if "@tunable" not in base.source else
+               "no untried values left" + (f" for the tunables not frozen ({', '.join(sorted(frozen))} frozen)"
+                                           if frozen else ""))
         log.info("generation %d: the Tuner proposes %d of %d experiments (%s)", generation, len(tuned), tuner_slots,
-                 "no untried values left" if tuned or "@tunable" in base.source else f"{base.id} declares no tunables")
+                 why)
     entries += [{"kind": "tune", **p} for p in tuned]
     return entries
+
+
+def literature_context(kb: Any, view: ProblemView, base: KernelView, directives: list[str]) -> str:
+    """The Researcher's literature and findings: asked with the plan that made the base and the
+    measured bottleneck, filtered to the target's documents, above the relevance floor ('' when
+    retrieval fails: it is an aid, the Researcher can work without it)."""
+    query = research_query(view, base, directives)
+    log.info("literature query: %s", query)
+    try:
+        return str(kb.research_context(
+            query, target=VENDOR.get(view.target), problem=view.name, findings_target=view.target
+        ).to_prompt())
+    except Exception as exc:
+        log.warning("knowledge retrieval failed: %s", exc)
+        return ""
 
 
 def fan_out(state: RunState) -> list[Send] | str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,15 @@ def problem_view(
         hardware = cpu_hardware(profile, facts)
     else:
         hardware = gpu_hardware(profile) if profile is not None else ""
+    fits = _cache_fits(seed_verdict, facts)
     return ProblemView(
         name=problem.name,
         target=config.target,
-        description=problem.description,
+        description=reconcile_description(problem.description, fits),
         reference_code=reference_code,
         hardware=hardware,
         roofline=_roofline(seed_verdict, facts),
+        bottleneck=bottleneck(seed_verdict, profile, fits),
         build=build_command(config.target),
         test_shapes="; ".join(problem.shape_label(p) for p in problem.tests),
         tolerance=tolerance_text(problem),
@@ -83,3 +86,58 @@ def tolerance_text(problem: Problem) -> str:
         return "the problem's own check_implementation (see the reference code)"
     rtol, atol = problem.tolerance
     return f"rtol {rtol:g}, atol {atol:g}: |out - ref| <= atol + rtol * |ref| per element"
+
+
+def _cache_fits(seed_verdict: Verdict | None, host: HostFacts | None) -> list[bool]:
+    """Per benchmark shape on the CPU: whether its working set fits in a cache level ([] elsewhere)."""
+    if seed_verdict is None or host is None:
+        return []
+    return [bool(cache_fit(b.bytes, host).startswith("fits")) for b in seed_verdict.benchmarks if b.bytes]
+
+
+# A problem text's claim that the kernel is bound by DRAM bandwidth ("is bound by memory bandwidth",
+# "is memory-bound"): true of data that streams from DRAM, not of shapes whose working set fits in cache.
+_BANDWIDTH_CLAIM = re.compile(
+    r"\b(is|are)\s+(?:(?:bound|limited)\s+by\s+(?:the\s+)?(?:memory|DRAM|HBM)\s+bandwidth|memory[- ]bound"
+    r"|bandwidth[- ]bound)",
+    re.I,
+)
+
+
+def reconcile_description(description: str, fits: list[bool]) -> str:
+    """The problem text, its bandwidth claim qualified when the brief's roofline says the benchmark
+    shapes fit in cache: the prompt must not say both 'bound by memory bandwidth' and 'DRAM
+    bandwidth is not the bound'; the measured roofline wins."""
+    if not fits or not any(fits):
+        return description
+    where = "every benchmark shape fits" if all(fits) else "some benchmark shapes fit"
+    return _BANDWIDTH_CLAIM.sub(
+        lambda m: f"would be {m.group(0).split(None, 1)[1]} if its data streamed from DRAM (on this target "
+        f"{where} in cache, see the roofline)",
+        description,
+    )
+
+
+def bottleneck(seed_verdict: Verdict | None, profile: TargetProfile | None, fits: list[bool]) -> str:
+    """What bounds the benchmark shapes, in a few words (the literature search's question): cache-
+    resident on the CPU, else memory- or compute-bound by the roofline's larger term."""
+    if seed_verdict is None or not seed_verdict.benchmarks:
+        return ""
+    if fits and all(fits):
+        return ("working set fits in cache: bound by instruction throughput (vectorisation, SIMD, exp) "
+                "and cache bandwidth, not DRAM")
+    if profile is None:
+        return ""
+    memory = compute = 0
+    for b in seed_verdict.benchmarks:
+        peak = profile.peak_tflops.get("fp32") or max(profile.peak_tflops.values(), default=0)
+        t_flops = b.flops / (peak * 1e12) if b.flops and peak else 0.0
+        t_bytes = b.bytes / (profile.memory_tbps * 1e12) if b.bytes and profile.memory_tbps else 0.0
+        if t_bytes or t_flops:
+            memory += t_bytes >= t_flops
+            compute += t_flops > t_bytes
+    if memory and not compute:
+        return "memory-bound: memory bandwidth, coalesced vectorised loads, one pass over the data"
+    if compute and not memory:
+        return "compute-bound: arithmetic throughput, matrix instructions, tiling for reuse"
+    return "mixed: some shapes memory-bound, some compute-bound" if memory or compute else ""

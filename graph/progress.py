@@ -152,7 +152,7 @@ def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Ta
     wide = width >= 110
     if wide:
         table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=max(20, width - 80))
-    for rank, k in enumerate(archive.leaderboard(limit), 1):
+    for rank, k in archive.ranked(limit):
         vs_seed = ratio(seed.geomean_us / k.geomean_us) if seed and seed.geomean_us and k.geomean_us else "-"
         table.add_row(
             str(rank),

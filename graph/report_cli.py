@@ -106,7 +106,7 @@ def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
     for name in ("#", "kernel", "gen", "µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
     table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
-    for rank, k in enumerate(archive.leaderboard(limit), 1):
+    for rank, k in archive.ranked(limit):
         vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
         table.add_row(
             str(rank), k.id, str(k.generation), num_interval(k.geomean_us, k.geomean_ci_us) + (" busy" if k.noisy else ""),

@@ -62,6 +62,12 @@ def create_run(config: RunConfig, runs_dir: Path | None = None, run_id: str | No
         raise RunError(f"run directory already exists: {run_dir}")
     run_dir.mkdir(parents=True)
     config = config.model_copy(update={"seed": str(seed_path.resolve())})
+    if config.knowledge is None and config.use_knowledge is not False:
+        # The store this run reads, resolved now: a chat or a resumed run opens the same one, whatever
+        # $KS_KB_DIR says in its environment (run.json stored "knowledge": null).
+        from knowledge.paths import default_store_path
+
+        config = config.model_copy(update={"knowledge": str(default_store_path().resolve())})
     (run_dir / "run.json").write_text(config.model_dump_json(indent=2))
     archive = Archive(run_dir / "archive.sqlite")
     try:

@@ -36,7 +36,14 @@ from knowledge.primer import PREFIX as PRIMER_PREFIX
 from knowledge.primer import ensure_primer
 from knowledge.retrieval import HybridRetriever
 from knowledge.store import LITERATURE, Collection, default_store_path
-from knowledge.targets import infer_targets, matches_target, parse_targets, target_metadata, target_where
+from knowledge.targets import (
+    TAGGER_VERSION,
+    infer_targets,
+    matches_target,
+    parse_targets,
+    target_metadata,
+    target_where,
+)
 
 if TYPE_CHECKING:
     from knowledge.findings import FindingsMemory
@@ -55,6 +62,12 @@ ProgressCallback = Callable[[int, int, FileResult], None]
 DOC_MAX_TOKENS = 64
 
 _SKIP_DIRS = {"__pycache__", "node_modules"}
+
+# research_context's relevance floor: the cosine similarity of MiniLM vectors (query against a chunk's
+# section path and first words) below which a chunk is not shown. Chosen on the primer (see
+# docs/BENCHMARKS.md, "Prompt audit (issue 15)"): questions a primer section answers score above it,
+# questions about another target's hardware below.
+RELEVANCE_FLOOR = 0.3
 
 
 def chunk_id(source: str, index: int) -> str:
@@ -152,7 +165,7 @@ class KnowledgeBase:
         return report
 
     def _fingerprint(self, content_hash: str, targets: list[Target] | None) -> str:
-        settings = f"{CHUNKER_VERSION}|{self.chunk_size}|{self.chunk_overlap}|{self.doc_max_tokens}|{targets}"
+        settings = f"{CHUNKER_VERSION}|{TAGGER_VERSION}|{self.chunk_size}|{self.chunk_overlap}|{self.doc_max_tokens}|{targets}"
         return hashlib.sha256(f"{content_hash}|{settings}".encode()).hexdigest()
 
     def ingest_file(
@@ -293,14 +306,21 @@ class KnowledgeBase:
     # -- search ----------------------------------------------------------------------
 
     def search(
-        self, query: str, k: int = 5, target: str | None = None, mode: SearchMode = "hybrid"
+        self,
+        query: str,
+        k: int = 5,
+        target: str | None = None,
+        mode: SearchMode = "hybrid",
+        min_similarity: float | None = None,
     ) -> list[Hit]:
-        """The k best chunks for a query. `target` keeps that vendor's documents and generic ones."""
+        """The k best chunks for a query. `target` (amd, nvidia, cpu) keeps that target's documents
+        and generic ones; `min_similarity` (cosine, e.g. RELEVANCE_FLOOR) drops chunks less similar
+        to the query than that, so fewer than k, or none, may come back."""
         where = target_where(target)  # also validates: one known target
         tags = parse_targets(target)
         tag = tags[0] if tags else None
         keep: Callable[[dict], bool] | None = (lambda m: matches_target(m, tag)) if tag else None
-        ranked = self.retriever.search(query, k, mode=mode, where=where, keep=keep)
+        ranked = self.retriever.search(query, k, mode=mode, where=where, keep=keep, min_similarity=min_similarity)
         hits = []
         for r in ranked:
             meta = r.metadata
@@ -316,6 +336,7 @@ class KnowledgeBase:
                     score=r.score,
                     dense_rank=r.dense_rank,
                     keyword_rank=r.keyword_rank,
+                    similarity=r.similarity,
                 )
             )
         return hits
@@ -346,12 +367,14 @@ class KnowledgeBase:
         target: str | None = None,
         problem: str | None = None,
         findings_target: str | None = None,
+        min_similarity: float | None = RELEVANCE_FLOOR,
     ) -> ResearchContext:
         """Literature and earlier findings for the Researcher, in one call.
-        `target` filters literature (amd/nvidia); `findings_target` and `problem` filter findings."""
+        `target` filters literature (amd/nvidia/cpu); `findings_target` and `problem` filter findings.
+        Literature below `min_similarity` is left out: none relevant is an answer the prompt states."""
         return ResearchContext(
             query=query,
-            literature=self.search(query, k=k, target=target),
+            literature=self.search(query, k=k, target=target, min_similarity=min_similarity),
             findings=self.search_findings(query, k=k_findings, problem=problem, target=findings_target),
         )
 

@@ -68,7 +68,7 @@ def ingest_command(
         None,
         "--target",
         "-t",
-        help="Tag as amd, nvidia, 'amd,nvidia' or generic (default: inferred per document).",
+        help="Tag as amd, nvidia, cpu, 'amd,nvidia' or generic (default: inferred per document).",
     ),
     store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -121,7 +121,7 @@ def ingest_command(
 def search_command(
     query: str = typer.Argument(..., help="What to look for."),
     target: str | None = typer.Option(
-        None, "--target", "-t", help="amd, nvidia or generic (vendor + generic)."
+        None, "--target", "-t", help="amd, nvidia, cpu or generic (that target + generic)."
     ),
     k: int = typer.Option(5, "-k", help="Number of results."),
     mode: str = typer.Option("hybrid", help="hybrid, dense or keyword."),

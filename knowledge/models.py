@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Target = Literal["amd", "nvidia", "generic"]
-TARGETS: tuple[Target, ...] = ("amd", "nvidia", "generic")
+Target = Literal["amd", "nvidia", "cpu", "generic"]
+TARGETS: tuple[Target, ...] = ("amd", "nvidia", "cpu", "generic")
 DocKind = Literal["markdown", "rst", "html", "pdf", "text", "code"]
 SearchMode = Literal["hybrid", "dense", "keyword"]
 
@@ -37,6 +37,9 @@ class Hit(BaseModel):
     score: float = Field(description="Fused score (reciprocal rank fusion); only its order is meaningful.")
     dense_rank: int | None = None
     keyword_rank: int | None = None
+    similarity: float | None = Field(
+        default=None, description="Cosine similarity of the query and the chunk (when the dense side saw it)."
+    )
 
     @property
     def section_path(self) -> list[str]:
@@ -148,6 +151,8 @@ class ResearchContext(BaseModel):
 
     def to_prompt(self, max_chars_per_hit: int = 1500) -> str:
         parts = ["## Literature"]
+        if not self.literature:
+            parts.append("No relevant literature found for this question (no excerpt passed the relevance floor).")
         for i, hit in enumerate(self.literature, 1):
             parts.append(f"[{i}] {hit.citation()}\n{hit.text[:max_chars_per_hit]}")
         parts.append("## Findings from earlier experiments")

@@ -109,6 +109,7 @@ class Ranked:
     keyword_rank: int | None
     document: str
     metadata: dict
+    similarity: float | None = None  # cosine similarity of the query and the chunk's vector
 
 
 @dataclass(frozen=True)
@@ -167,25 +168,40 @@ class HybridRetriever:
         where: dict | None = None,
         keep: Callable[[dict], bool] | None = None,
         candidates: int = CANDIDATES,
+        min_similarity: float | None = None,
     ) -> list[Ranked]:
-        """`where` filters the dense side in Chroma; `keep` is the same filter on metadata in memory."""
+        """`where` filters the dense side in Chroma; `keep` is the same filter on metadata in memory.
+        `min_similarity` drops results whose vector's cosine similarity to the query's is below it
+        (a relevance floor: fusion ranks by order only, so the best of nothing relevant would pass)."""
         snap = self.refresh()
         if not snap.ids or not query.strip():
             return []
         depth = max(candidates, k)
         dense: list[str] = []
+        similarity: dict[str, float] = {}
+        vector = None
+        if mode in ("hybrid", "dense") or min_similarity is not None:
+            vector = self.embed_query(query)
         if mode in ("hybrid", "dense"):
-            dense = self.collection.query(self.embed_query(query), depth, where)
-            dense = [i for i in dense if i in snap.position]  # written after the snapshot: next refresh
+            nearest = self.collection.query(vector, depth, where)
+            # Written after the snapshot: found at the next refresh.
+            dense = [cid for cid, _ in nearest if cid in snap.position]
+            similarity = {cid: sim for cid, sim in nearest}
         keyword = self._keyword(snap, query, depth, keep) if mode in ("hybrid", "keyword") else []
         fused = rrf([r for r in (dense, keyword) if r])
         d_rank = {cid: r for r, cid in enumerate(dense, 1)}
         k_rank = {cid: r for r, cid in enumerate(keyword, 1)}
         # Ties (same fused score) break by dense rank, then id: results are reproducible.
-        order = sorted(fused, key=lambda cid: (-fused[cid], d_rank.get(cid, 10**9), cid))[:k]
+        order = sorted(fused, key=lambda cid: (-fused[cid], d_rank.get(cid, 10**9), cid))
+        if min_similarity is not None and vector is not None:
+            # A floor needs every candidate's similarity, those the keyword side alone found too.
+            missing = [cid for cid in order if cid not in similarity]
+            for cid, stored in self.collection.embeddings(missing).items():
+                similarity[cid] = float(np.dot(np.asarray(stored, dtype=np.float32), vector))
+            order = [cid for cid in order if similarity.get(cid, -1.0) >= min_similarity]
         return [
-            Ranked(cid, fused[cid], d_rank.get(cid), k_rank.get(cid), *self._record(snap, cid))
-            for cid in order
+            Ranked(cid, fused[cid], d_rank.get(cid), k_rank.get(cid), *self._record(snap, cid), similarity.get(cid))
+            for cid in order[:k]
         ]
 
     @staticmethod

@@ -20,21 +20,12 @@ import chromadb
 from chromadb.config import Settings
 
 from knowledge.embedding import MiniLMEmbeddingFunction
+from knowledge.paths import KB_DIR_ENV, WORKSPACE_ENV, default_store_path  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
-KB_DIR_ENV = "KS_KB_DIR"
-WORKSPACE_ENV = "KS_WORKSPACE"
 LITERATURE = "literature"
 FINDINGS = "findings"
-
-
-def default_store_path() -> Path:
-    """$KS_KB_DIR, else <workspace>/knowledge where the workspace is $KS_WORKSPACE or ~/.kernel-scientist."""
-    if os.environ.get(KB_DIR_ENV):
-        return Path(os.environ[KB_DIR_ENV]).expanduser()
-    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.home() / ".kernel-scientist").expanduser()
-    return workspace / "knowledge"
 
 
 _clients: dict[str, Any] = {}
@@ -127,12 +118,19 @@ class Collection:
             metas += got["metadatas"]
         return ids, docs, metas
 
-    def query(self, embedding: Any, n: int, where: dict | None = None) -> list[str]:
-        """Ids of the n nearest chunks by cosine distance, best first."""
+    def query(self, embedding: Any, n: int, where: dict | None = None) -> list[tuple[str, float]]:
+        """(id, cosine similarity) of the n nearest chunks, best first."""
         total = self.count()
         if total == 0 or n <= 0:
             return []
         got = self.col.query(
             query_embeddings=[embedding], n_results=min(n, total), where=where, include=["distances"]
         )
-        return list(got["ids"][0])
+        return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0], strict=True)]
+
+    def embeddings(self, ids: list[str]) -> dict[str, Any]:
+        """The stored vectors of these ids (those that exist)."""
+        if not ids:
+            return {}
+        got = self.col.get(ids=ids, include=["embeddings"])
+        return dict(zip(got["ids"], got["embeddings"], strict=True))

@@ -1,8 +1,10 @@
-"""Which GPU vendor a document is about: amd, nvidia, both, or generic.
+"""Which hardware a document is about: AMD GPUs, NVIDIA GPUs, CPUs, several, or generic.
 
-A document's tags come from counting vendor-specific terms in it. Counting (not a
+A document's tags come from counting hardware-specific terms in it. Counting (not a
 single mention) matters: a HIP porting guide names CUDA on every page and is about
-both, while an AMD profiling blog that mentions CUDA once is about AMD.
+both, while an AMD profiling blog that mentions CUDA once is about AMD. A CPU guide
+(AVX2 intrinsics, OpenMP, cache lines) is tagged `cpu`, so a CPU kernel's search is not
+answered with Hopper's wgmma, nor a GPU kernel's with AVX-512.
 """
 
 from __future__ import annotations
@@ -25,24 +27,34 @@ _NVIDIA = re.compile(
     re.I,
 )
 
+_CPU = re.compile(
+    r"\b(x86(?:[-_]64)?|amd64|aarch64|arm64|avx\w*|sse\d?\w*|fma3|neon|sve2?|amx\w*|"
+    r"_mm\d*_\w+|__m(?:128|256|512)\w*|openmp|omp|pthreads?|hyper-?threads?|hyperthreading|numa|"
+    r"cache[- ]lines?|l1d|prefetch\w*|auto-?vectori[sz]\w*|vectori[sz](?:e|es|ed|ing|ation)|"
+    r"xeon|epyc|ryzen|zen\d?|skylake|ice ?lake|sapphire rapids|graviton|neoverse)\b",
+    re.I,
+)
+
+# Part of every file's ingest fingerprint: a change of the rules re-tags a file when it is next ingested.
+TAGGER_VERSION = "2"  # 2: the cpu tag
+
 MIN_MENTIONS = 3
 MIN_SHARE = 0.25
 
 
 def infer_targets(text: str) -> list[Target]:
-    amd = len(_AMD.findall(text))
-    nvidia = len(_NVIDIA.findall(text))
-    total = amd + nvidia
-    tags: list[Target] = []
-    if amd >= MIN_MENTIONS and amd >= MIN_SHARE * total:
-        tags.append("amd")
-    if nvidia >= MIN_MENTIONS and nvidia >= MIN_SHARE * total:
-        tags.append("nvidia")
+    counts: dict[Target, int] = {
+        "amd": len(_AMD.findall(text)),
+        "nvidia": len(_NVIDIA.findall(text)),
+        "cpu": len(_CPU.findall(text)),
+    }
+    total = sum(counts.values())
+    tags: list[Target] = [t for t, n in counts.items() if n >= MIN_MENTIONS and n >= MIN_SHARE * total]
     return tags or ["generic"]
 
 
 def parse_targets(value: str | Iterable[str] | None) -> list[Target] | None:
-    """Normalise a user's override ('amd', 'amd,nvidia', ['nvidia']); None keeps inference."""
+    """Normalise a user's override ('amd', 'amd,nvidia', ['cpu']); None keeps inference."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -68,7 +80,7 @@ def target_metadata(tags: list[Target]) -> dict[str, bool | str]:
 
 
 def target_where(target: str | None) -> dict | None:
-    """A Chroma filter: a vendor matches its own documents and generic ones."""
+    """A Chroma filter: a target (amd, nvidia, cpu) matches its own documents and generic ones."""
     if target is None:
         return None
     tags = parse_targets(target)

@@ -37,13 +37,22 @@ def plan(title: str, innovation: float, lo: float, hi: float) -> ExperimentPlan:
     return ExperimentPlan(title=title, description=title, est_min_speedup=lo, est_max_speedup=hi, innovation=innovation)
 
 
-def test_choose_plans_takes_most_innovative_highest_max_highest_min() -> None:
+def test_choose_plans_takes_highest_min_most_innovative_highest_expected() -> None:
     plans = [plan("a", 2, 1.0, 1.2), plan("bold", 9, 0.8, 1.5), plan("big", 5, 1.0, 3.0), plan("safe", 1, 1.4, 1.6)]
-    assert [p.title for p in choose_plans(plans, 3)] == ["bold", "big", "safe"]
+    assert [p.title for p in choose_plans(plans, 3)] == ["safe", "bold", "big"]
+    # -k 2: the highest-minimum plan runs (it came third and never did).
+    assert [p.title for p in choose_plans(plans, 2)] == ["safe", "bold"]
     # When one plan wins two criteria, the next distinct plan fills the slot.
     plans = [plan("all", 9, 2.0, 3.0), plan("b", 1, 1.0, 1.1), plan("c", 2, 1.0, 1.2)]
     assert [p.title for p in choose_plans(plans, 3)] == ["all", "c", "b"]
     assert choose_plans(plans, 1)[0].title == "all"
+
+
+def test_an_inflated_optimistic_estimate_alone_does_not_win_the_gain_slot() -> None:
+    # 1.0-4.0 (middle 2.0) claims most at the top; 1.9-2.2 (middle 2.04) expects more.
+    plans = [plan("safe", 0, 1.95, 2.0), plan("new", 9, 1.0, 1.1), plan("inflated", 1, 1.0, 4.0),
+             plan("solid", 1, 1.9, 2.2)]
+    assert [p.title for p in choose_plans(plans, 3)] == ["safe", "new", "solid"]
 
 
 def kernel(kid: str, geo: float | None, shapes: dict[str, float], status: str = "ok") -> KernelView:

@@ -463,3 +463,53 @@ def test_chat_repl_works_without_a_model(mixed: tuple[RunHandle, Archive]) -> No
     assert re.search(r"directive \d+: focus on the rows=64 shape", result.output)
     assert archive.directives() == ["focus on the rows=64 shape"] and not control.approval_enabled(archive)
     archive.retire_directive(archive.directive_records()[0]["seq"])
+
+
+def test_a_sent_back_answer_is_taken_back_from_the_display(mixed: tuple[RunHandle, Archive]) -> None:
+    """Issue 15: the chat streamed an answer before its number check and appended the correction
+    below it. The display is told to take the streamed text back before the notice and the retry."""
+    from graph.chat_cli import TurnView
+
+    handle, archive = mixed
+    best = archive.best()
+    model = ScriptedChatModel(script=[f"[{best.id}] runs at 7.77e+17 µs.", f"[{best.id}] is the best kernel."])
+    view = TurnView()
+    turn = ChatSession(handle, archive, model).ask(
+        "How fast is the best kernel?", on_text=view.text, on_notice=view.notice, on_retract=view.retract)
+    assert turn.revised and turn.text == f"[{best.id}] is the best kernel."
+    kinds = [kind for kind, _ in view.blocks]
+    assert kinds == ["notice", "text"] and "7.77e+17" not in view.blocks[-1][1]
+
+
+def test_earlier_tool_results_are_cut_in_the_history_but_stay_sources(
+    mixed: tuple[RunHandle, Archive], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents import chat
+
+    monkeypatch.setattr(chat, "EARLIER_TOOL_CHARS", 100)  # this fixture's results are short
+    EARLIER_TOOL_CHARS = 100
+    handle, archive = mixed
+    best = archive.best()
+
+    def answer_from_kernel(messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
+        return f"[{best.id}] runs at {field_value(last_tool_output(messages), 'geometric mean')}."
+
+    said: list[str] = []
+
+    def repeat(messages: list[BaseMessage], kwargs: dict[str, Any]) -> str:
+        return said[0]
+
+    script_ = [{"tool": "kernel", "args": {"kernel_id": best.id}}, answer_from_kernel,
+               {"tool": "leaderboard", "args": {}}, repeat]
+    model = ScriptedChatModel(script=script_)
+    session = ChatSession(handle, archive, model)
+    first = session.ask("How fast is the best kernel?")
+    said.append(str(first.text))
+    assert first.ungrounded == [] and len(first.tools[0].output) > EARLIER_TOOL_CHARS
+    # The figure came from the first result, cut in the history now: it is still a source.
+    second = session.ask("And once more?")
+    assert second.error is None and not second.revised and second.text == first.text
+    sent = model.requests[-1].messages
+    tool_texts = [str(m.content) for m in sent if m.type == "tool"]
+    assert len(tool_texts[0]) < EARLIER_TOOL_CHARS + 200 and "call kernel again" in tool_texts[0]
+    assert tool_texts[-1] == second.tools[0].output  # this question's result is whole

@@ -128,17 +128,38 @@ def test_a_findings_memory_alone(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_primer_is_loaded_on_first_use_with_its_targets(kb: KnowledgeBase) -> None:
     names = {p.name for p in primer_files()}
-    assert names == {"mi300-cdna3.md", "hopper-h100.md", "gpu-kernel-basics.md"}
+    assert names == {"mi300-cdna3.md", "hopper-h100.md", "gpu-kernel-basics.md", "cpu-kernels.md"}
     targets = {s.source: s.targets for s in kb.sources()}
     assert targets == {
         f"{PREFIX}mi300-cdna3.md": ["amd"],
         f"{PREFIX}hopper-h100.md": ["nvidia"],
-        f"{PREFIX}gpu-kernel-basics.md": ["generic"],
+        f"{PREFIX}gpu-kernel-basics.md": ["amd", "nvidia"],
+        f"{PREFIX}cpu-kernels.md": ["cpu"],
     }
     top = kb.search("which compile target does wgmma need", k=1, target="nvidia")[0]
     assert top.source == f"{PREFIX}hopper-h100.md" and top.section == "Tensor cores: wgmma"
     top = kb.search("e4m3fnuz largest value", k=1, target="amd")[0]
     assert top.source == f"{PREFIX}mi300-cdna3.md"
+
+
+@pytest.mark.slow
+def test_a_cpu_search_reads_cpu_literature_above_the_floor_or_none(kb: KnowledgeBase) -> None:
+    """Issue 15: CPU prompts got five GPU excerpts ('Hopper wgmma'). The cpu filter keeps CPU and
+    generic documents; the relevance floor may leave none, and the prompt says so."""
+    from knowledge.base import RELEVANCE_FLOOR
+
+    hits = kb.search("softmax CPU SIMD AVX2 vectorised exp, working set fits in cache", k=5, target="cpu",
+                     min_similarity=RELEVANCE_FLOOR)
+    assert hits and all(h.source == f"{PREFIX}cpu-kernels.md" for h in hits)
+    assert all(h.similarity is not None and h.similarity >= RELEVANCE_FLOOR for h in hits)
+    # Without the floor the k best come back whatever they are; with it, nothing relevant is an answer.
+    assert len(kb.search("fp8 block-scale GEMM MFMA tiles in LDS", k=5, target="cpu")) == 5
+    context = kb.research_context("fp8 block-scale GEMM MFMA tiles in LDS", target="cpu", problem="softmax")
+    assert context.literature == []
+    assert "No relevant literature found" in context.to_prompt()
+    # A keyword-only match is held to the floor too.
+    for hit in kb.search("which compile target does wgmma need", k=5, target="nvidia", min_similarity=0.3):
+        assert hit.similarity is not None and hit.similarity >= 0.3
 
 
 @pytest.mark.slow

@@ -225,6 +225,15 @@ def test_target_inference() -> None:
     assert infer_targets("Tiling a matrix product improves cache reuse.") == ["generic"]
     # One passing mention of the other vendor does not tag it.
     assert infer_targets("ROCm MI300 MFMA LDS wavefront hipcc rocprof, unlike CUDA") == ["amd"]
+    # CPU documents: intrinsics, vector extensions, OpenMP, cache lines.
+    assert infer_targets(
+        "AVX2 intrinsics: _mm256_fmadd_ps on __m256, OpenMP threads, 64-byte cache lines, AVX-512 masks"
+    ) == ["cpu"]
+    assert infer_targets("Arm NEON and SVE2 on Graviton; aarch64 auto-vectorization") == ["cpu"]
+    # A GPU guide that vectorises its loads and names the host CPU once is still a GPU guide.
+    assert infer_targets(
+        "CUDA warps on the H100: vectorized 16-byte loads, tensor cores, wgmma, cp.async; copy from the CPU"
+    ) == ["nvidia"]
 
 
 def test_target_parsing_and_filters() -> None:
@@ -236,6 +245,8 @@ def test_target_parsing_and_filters() -> None:
         parse_targets("generic,amd")
     assert target_where("amd") == {"$or": [{"target_amd": True}, {"target_generic": True}]}
     assert target_where("generic") == {"target_generic": True}
+    assert target_where("cpu") == {"$or": [{"target_cpu": True}, {"target_generic": True}]}
+    assert matches_target({"target_cpu": True}, "cpu") and not matches_target({"target_nvidia": True}, "cpu")
     assert matches_target({"target_amd": True}, "amd") and matches_target({"target_generic": True}, "nvidia")
     assert not matches_target({"target_amd": True, "target_generic": False}, "nvidia")
 

@@ -47,6 +47,17 @@ def scripted(role: str, reply: dict[str, object]) -> tuple[RoleLLM, ScriptedChat
     return RoleLLM(role, model, LLMConfig(model="m", max_retries=0)), model
 
 
+def cpu_softmax_view(tmp_path: Path) -> ProblemView:
+    """The view graph/problem_view.py builds for softmax on HOST, one benchmark shape that fits in L3."""
+    problem = load_problem("softmax", "cpu")
+    archive = Archive(tmp_path / "a.sqlite")
+    archive.set_meta("problem_path", str(problem.path))
+    bench = SimpleNamespace(shape="rows=64, cols=16384", flops=5e6, bytes=8.4e6, sol_us=300.0, median_us=900.0,
+                            reference_median_us=400.0)
+    verdict = SimpleNamespace(target_profile=None, benchmarks=[bench])
+    return problem_view(archive, RunConfig(problem="softmax", target="cpu"), verdict, host=HOST)  # type: ignore[arg-type]
+
+
 def test_read_host_parses_cpuinfo_flags_and_threads(tmp_path: Path) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("model name\t: Fancy CPU\nflags\t\t: fpu avx avx2 fma avx512f avx512bw\ncpu cores\t: 8\n")
@@ -69,13 +80,7 @@ def test_cache_fit_says_when_dram_is_not_the_bound() -> None:
 
 
 def test_problem_view_holds_build_shapes_tolerance_and_cache_aware_roofline(tmp_path: Path) -> None:
-    problem = load_problem("softmax", "cpu")
-    archive = Archive(tmp_path / "a.sqlite")
-    archive.set_meta("problem_path", str(problem.path))
-    bench = SimpleNamespace(shape="rows=64, cols=16384", flops=5e6, bytes=8.4e6, sol_us=300.0, median_us=900.0,
-                            reference_median_us=400.0)
-    verdict = SimpleNamespace(target_profile=None, benchmarks=[bench])
-    got = problem_view(archive, RunConfig(problem="softmax", target="cpu"), verdict, host=HOST)  # type: ignore[arg-type]
+    got = cpu_softmax_view(tmp_path)
     assert "-march=native" in got.build and "-fopenmp" in got.build
     assert "cols=33" in got.test_shapes
     assert got.tolerance.startswith("rtol 1e-05, atol 1e-06")
@@ -147,3 +152,69 @@ def test_every_checklist_item_reaches_a_prompt_as_text() -> None:
         for role in ("researcher", "coder", "critic_review"):
             text = checklist(target, role)
             assert text and "{" not in text and "'" not in text.replace("'s ", ""), (target, role, text)
+
+
+def test_the_problem_text_does_not_contradict_the_cache_aware_roofline(tmp_path: Path) -> None:
+    """softmax's text says it 'is bound by memory bandwidth'; on a CPU whose caches hold every benchmark
+    shape the brief says 'DRAM bandwidth is not the bound'. The measured roofline wins: the claim is
+    qualified, the rest of the sentence (8 bytes per element) kept."""
+    from graph.problem_view import reconcile_description
+
+    assert "is bound by memory bandwidth" in load_problem("softmax", "cpu").description
+    got = cpu_softmax_view(tmp_path)
+    assert "is bound by memory bandwidth" not in got.description
+    assert "would be bound by memory bandwidth if its data streamed from DRAM" in got.description
+    assert "every benchmark shape fits in cache" in got.description and "8 bytes" in got.description
+    assert "fits in L3: DRAM bandwidth is not the bound" in got.roofline
+    assert got.bottleneck.startswith("working set fits in cache")
+    # A shape larger than the caches keeps the claim where nothing fits, and qualifies it where some do.
+    assert reconcile_description("It is memory-bound.", [False]) == "It is memory-bound."
+    assert "some benchmark shapes fit" in reconcile_description("It is memory-bound.", [True, False])
+    assert reconcile_description("It is memory-bound.", []) == "It is memory-bound."
+
+
+def test_bottleneck_on_a_gpu_is_the_roofline_s_larger_term() -> None:
+    from graph.problem_view import bottleneck
+    from sandbox.targets import PROFILES
+
+    h100 = PROFILES["h100"]
+    memory = SimpleNamespace(benchmarks=[SimpleNamespace(flops=5e6, bytes=8e6)])
+    compute = SimpleNamespace(benchmarks=[SimpleNamespace(flops=1e12, bytes=8e6)])
+    assert bottleneck(memory, h100, []).startswith("memory-bound")  # type: ignore[arg-type]
+    assert bottleneck(compute, h100, []).startswith("compute-bound")  # type: ignore[arg-type]
+    assert bottleneck(None, h100, []) == ""
+
+
+def test_the_literature_query_asks_with_the_plan_and_the_bottleneck_not_the_seed_comment() -> None:
+    from agents.researcher import research_query
+
+    problem = view("cpu").model_copy(update={
+        "hardware": "- CPU Test CPU\n- instruction set: sse4_2 avx avx2 fma (256-bit vectors)",
+        "bottleneck": "working set fits in cache: bound by instruction throughput (vectorisation, SIMD, exp)"})
+    seed = kv("k0", "# Naive CPU seed: one row per OpenMP iteration\n").model_copy(
+        update={"summary": "seed: Naive CPU seed: one row per OpenMP iteration"})
+    query = research_query(problem, seed, ["keep it stable"])
+    assert "Naive CPU seed" not in query
+    assert query.startswith("softmax CPU SIMD AVX2 FMA working set fits in cache") and "keep it stable" in query
+    evolved = seed.model_copy(update={"plan": {"title": "fuse the max and sum passes",
+                                               "description": "online softmax: one pass"}})
+    assert "fuse the max and sum passes online softmax: one pass" in research_query(problem, evolved, [])
+    gpu = view("cuda").model_copy(update={"bottleneck": "memory-bound: memory bandwidth"})
+    assert research_query(gpu, seed, []).startswith("softmax NVIDIA GPU CUDA memory-bound")
+
+
+def test_literature_context_filters_by_the_run_s_target_and_applies_the_floor() -> None:
+    from graph.nodes import literature_context
+
+    calls: list[dict[str, object]] = []
+
+    class KB:
+        def research_context(self, query: str, **kwargs: object) -> SimpleNamespace:
+            calls.append({"query": query, **kwargs})
+            return SimpleNamespace(to_prompt=lambda: "## Literature\nNo relevant literature found")
+
+    for target, tag in (("cpu", "cpu"), ("cuda", "nvidia"), ("hip", "amd")):
+        text = literature_context(KB(), view(target), kv("k0", "x"), [])
+        assert "No relevant literature found" in text
+        assert calls[-1]["target"] == tag and calls[-1]["findings_target"] == target
+        assert "min_similarity" not in calls[-1]  # the knowledge base's own floor applies
