@@ -1,5 +1,5 @@
-"""Static reports of every bundled HIP seed from both MI300 compilers: Debian's hipcc (gfx940) and
-clang-19 (gfx942). Prints a Markdown table for docs/MI300.md; needs both compilers (scripts/setup.sh)."""
+"""Static reports of every bundled HIP seed from both MI300 compilers: hipcc (Debian's: gfx940; ROCm 6's:
+gfx942) and clang-19 (gfx942). Prints a Markdown table for docs/MI300.md; needs both compilers (scripts/setup.sh)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def main() -> int:
     if clang is None or hipcc is None:
         print(why_clang or why_hipcc, file=sys.stderr)
         return 1
-    print(f"gfx940: {hipcc.label}; gfx942: {clang.label}\n")
+    # Debian's hipcc compiles for gfx940; a ROCm 6 hipcc (on an MI300 host) for gfx942 itself.
+    print(f"{hipcc.arch}: {hipcc.label}; {clang.arch}: {clang.label}\n")
     print("| problem | kernel | VGPRs | SGPRs | LDS bytes | scratch | waves/SIMD | instructions |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, path in bundled_problems().items():

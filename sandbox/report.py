@@ -54,6 +54,12 @@ def _cache_cell(rec: BuildRecord) -> str:
     return "hit" if rec.cached else "built"
 
 
+def _static_target(static: dict) -> str:
+    """The chip and the compiler the static report is for ('gfx942, clang++-19 (...)'): a gfx940 report
+    from an older hipcc reads differently from the MI300X's own, and the reader must see which it is."""
+    return ", ".join(str(part) for part in (static.get("arch_used") or static.get("vendor"), static.get("compiler")) if part)
+
+
 def render_verdict(verdict: Verdict, console: Console) -> None:
     head = (
         f"[{_STATUS_STYLE.get(verdict.status, 'bold')}]{verdict.status.value}[/]  {verdict.message}\n"
@@ -69,7 +75,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         console.print(table)
     static = verdict.static or {}
     if static.get("kernels"):
-        table = Table(title=f"static report ({static.get('arch_used') or static.get('vendor')})", show_edge=False)
+        table = Table(title=f"static report ({_static_target(static)})", show_edge=False)
         for col in ("kernel", "regs", "shared B", "spills", "occupancy", "notable"):
             table.add_column(col)
         for k in static["kernels"]:

@@ -35,7 +35,7 @@ def test_cuda_seed_passes_within_speed_of_light(name: str, variant: str | None) 
             assert bench.pct_sol <= 100.0, (bench.shape, bench.pct_sol)
 
 
-@pytest.mark.parametrize("name", ["vector_add", "softmax", "rmsnorm", "fp8_blockscale_gemm"])
+@pytest.mark.parametrize("name", ["vector_add", "softmax", "rmsnorm", "fp8_blockscale_gemm", "mla_decode", "moe"])
 @pytest.mark.parametrize("kind", ["wrong_values", "unwritten_output", "wrong_shape"])
 def test_wrong_outputs_fail_on_gpu(name: str, kind: str, tmp_path: Path) -> None:
     seed = load_problem(name, "cuda").seed_for("cuda")
