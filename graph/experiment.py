@@ -64,15 +64,19 @@ def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
 
 
 def resource_report(ctx: RunContext, source: str) -> str:
-    """The static resource report, for targets with a device compiler; '' elsewhere or on error."""
-    if ctx.config.target == "cpu":
-        return ""
-    from sandbox.static_analysis import analyze_submission
-
+    """The static report: registers, memory and occupancy for a GPU target, which loops the compiler
+    vectorised for the CPU; '' where there is no native source, or on error."""
     # One file per source: experiments of a generation are reviewed in parallel.
     path = ctx.run_dir / "kernels" / f"review-{sha256_text(source)[:16]}.py"
     try:
         path.write_text(source)
+        if ctx.config.target == "cpu":
+            from sandbox.static_cpu import analyze_cpu_submission
+
+            report = analyze_cpu_submission(path)
+            return report.summary() if report.status != "no_source" else ""
+        from sandbox.static_analysis import analyze_submission
+
         return analyze_submission(path, ctx.config.target).summary()
     except Exception as exc:  # a report is advice: its failure must not stop the experiment
         log.info("no resource report: %s", exc)
@@ -278,7 +282,8 @@ def _explain(
         candidate=candidate_view,
         base=base_view,
         errors=candidate_view.message,
-        resources=_static_summary(static),
+        resources=_static_summary(static) or (resource_report(ctx, kernel.source)
+                                               if kernel and ctx.config.target == "cpu" else ""),
         diff=diff,
     )
     siblings = sibling_outcomes(ctx, spec)

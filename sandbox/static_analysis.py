@@ -72,9 +72,10 @@ class ExtractedSource:
 
 
 def extract_kernel_source(
-    py_text: str, prefer: Sequence[str] = HIP_CONSTANTS, file: str = "submission.py"
+    py_text: str, prefer: Sequence[str] = HIP_CONSTANTS, file: str = "submission.py", marker: str = "__global__"
 ) -> ExtractedSource | None:
-    """The module-level string constant holding the kernels (it must contain __global__).
+    """The module-level string constant holding the kernels (it must contain `marker`: __global__ for
+    GPU kernels, `extern "C"` for the CPU's native functions).
 
     Understands plain string literals, names of earlier constants and `+` of
     these, which covers `CUDA_SRC = HIP_KERNELS + LAUNCHER`. The first name in
@@ -111,7 +112,7 @@ def extract_kernel_source(
             for n in names:
                 values[n] = pieces
 
-    kernels = {n: p for n, p in values.items() if "__global__" in "".join(t for t, _ in p)}
+    kernels = {n: p for n, p in values.items() if marker in "".join(t for t, _ in p)}
     if not kernels:
         return None
     chosen = next((n for n in prefer if n in kernels), None)
