@@ -51,7 +51,6 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_fake_done_exit", "full", {Status.crash, Status.rejected}, None),
     ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
-    ("channel", "vector_add", "rt_channel_underreport", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
     ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
@@ -159,7 +158,11 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
 
 
 @pytest.mark.parametrize("problem, name", [("vector_add", "rt_channel_underreport_within"),  # 120 µs short
-                                           ("softmax", "rt_channel_underreport_softmax")])  # 0.6 of its time
+                                           ("softmax", "rt_channel_underreport_softmax"),  # 0.6 of its time
+                                           # A fifth of its time: rejected on a quiet host; on a loaded one
+                                           # the round trips' noise can hide it, and the judge's clocks
+                                           # give the figure (docs/BENCHMARKS.md, the CPU bound on a loaded host).
+                                           ("vector_add", "rt_channel_underreport")])
 def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem: str, name: str) -> None:
     # Beyond the bound's allowance a runner's figure is rejected; inside it (or where the host's noise
     # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it
