@@ -27,6 +27,11 @@ _FLAGS = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-fopenmp", "-c", "-o",
           "-fopt-info-vec-optimized", "-fopt-info-vec-missed"]
 _REMARK = re.compile(r"^[^:\s]+\.cpp:(\d+):(\d+): (optimized|missed): (.*)$")
 _MAX_LOOPS = 12
+# A loop written with SIMD intrinsics is vector code already, which GCC's auto-vectoriser reports as a
+# loop it could not vectorise: such loops are named as explicit SIMD instead (x86 and Arm types).
+_INTRINSICS = re.compile(r"\b(_mm\d*_\w+|__m(128|256|512)[id]?h?|v\w+q_[a-z]\d+|sv\w+_[a-z]\d+)\b")
+# The call that starts an OpenMP region: GCC reports the loop around it, which is no loop of the kernel's.
+_OPENMP_CALL = "__builtin_GOMP_parallel"
 _TIMEOUT_S = 60
 
 
@@ -35,6 +40,7 @@ class Loop:
     line: int  # in the Python file where the source maps back, else in the C++ source
     vectorized: bool
     detail: str  # the vector width, or why not
+    intrinsics: bool = False  # written with SIMD intrinsics: vector code whatever GCC says
 
 
 @dataclass
@@ -47,11 +53,19 @@ class VectorReport:
         """A few lines for the Coder and the Critic."""
         if self.status != "ok":
             return f"vectorisation report (g++): {self.status}{': ' + self.note if self.note else ''}"
-        done = sum(1 for loop in self.loops if loop.vectorized)
-        lines = [f"vectorisation report (g++ -O3 -march=native): {done} of {len(self.loops)} loops vectorised"]
-        lines += [f"line {loop.line}: {'vectorised, ' if loop.vectorized else 'not vectorised: '}{loop.detail}"
-                  for loop in self.loops[:_MAX_LOOPS]]
+        explicit = [loop for loop in self.loops if loop.intrinsics]
+        scalar = [loop for loop in self.loops if not loop.intrinsics]
+        done = sum(1 for loop in scalar if loop.vectorized)
+        head = f"vectorisation report (g++ -O3 -march=native): {done} of {len(scalar)} loops vectorised by the compiler"
+        lines = [head + (f", {len(explicit)} written with SIMD intrinsics" if explicit else "")]
+        lines += [f"line {loop.line}: {_state(loop)}" for loop in self.loops[:_MAX_LOOPS]]
         return "\n".join(lines)
+
+
+def _state(loop: Loop) -> str:
+    if loop.intrinsics:
+        return "SIMD intrinsics (vector code as written)"
+    return f"vectorised, {loop.detail}" if loop.vectorized else f"not vectorised: {loop.detail}"
 
 
 def parse_remarks(text: str) -> list[Loop]:
@@ -75,8 +89,18 @@ def parse_remarks(text: str) -> list[Loop]:
         elif kind == "missed" and pending is not None and not missed[pending]:
             missed[pending] = message.removeprefix("not vectorized: ")
     loops = [Loop(line, True, width) for line, width in vectorized.items()]
-    loops += [Loop(line, False, why or "no reason given") for line, why in missed.items() if line not in vectorized]
+    loops += [Loop(line, False, why or "no reason given") for line, why in missed.items()
+              if line not in vectorized and _OPENMP_CALL not in why]
     return sorted(loops, key=lambda loop: loop.line)
+
+
+def _mark_intrinsics(loops: list[Loop], source: str) -> None:
+    """Loops whose reported line or the two around it use SIMD intrinsics (GCC names a loop by its
+    header or its body's first statement)."""
+    lines = source.splitlines()
+    for loop in loops:
+        near = " ".join(lines[max(0, loop.line - 2):loop.line + 1])
+        loop.intrinsics = bool(_INTRINSICS.search(near))
 
 
 def analyze_cpu_submission(path: str | Path, compiler: str = "g++") -> VectorReport:
@@ -95,6 +119,7 @@ def analyze_cpu_submission(path: str | Path, compiler: str = "g++") -> VectorRep
     if remarks is None:
         return VectorReport("compile_error", note="the source did not compile with the build's flags")
     loops = parse_remarks(remarks)
+    _mark_intrinsics(loops, found.text)
     for loop in loops:
         where = found.location(loop.line)
         loop.line = where[1] if where else loop.line

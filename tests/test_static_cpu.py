@@ -71,3 +71,24 @@ def test_the_critic_reads_the_vectorisation_report_on_the_cpu(tmp_path: Path) ->
     report = resource_report(ctx, SUBMISSION)  # type: ignore[arg-type]
     assert "1 of 2 loops vectorised" in report and "line 6: vectorised" in report
     assert resource_report(ctx, "def custom_kernel(data):\n    return data\n") == ""  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_loops_written_with_intrinsics_are_named_as_vector_code(tmp_path: Path) -> None:
+    # GCC's auto-vectoriser calls a hand-written AVX loop "not vectorized"; a model reading that would
+    # rewrite vector code it already has (seen in a relay run: "0 of 5 loops vectorised").
+    path = tmp_path / "submission.py"
+    path.write_text('''SOURCE = r"""
+#include <immintrin.h>
+#include <cstdint>
+extern "C" void twice(const float* a, float* out, int64_t n) {
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(a + i)));
+  }
+}
+"""
+''')
+    report = analyze_cpu_submission(path)
+    assert report.status == "ok" and report.loops and all(loop.intrinsics for loop in report.loops), report
+    assert "written with SIMD intrinsics" in report.summary() and "not vectorised" not in report.summary()
