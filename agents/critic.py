@@ -16,6 +16,15 @@ from sandbox.summary import num, unpaired_ratio
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class SideBySide:
+    """A speed-up over the base measured side by side: base time / candidate time, with its interval."""
+
+    ratio: float
+    ratio_ci: tuple[float, float]
+    difference: str
+
+
 @dataclass
 class RunOutcome:
     """What the sandbox said about a candidate, as the Critic needs it."""
@@ -25,17 +34,25 @@ class RunOutcome:
     errors: str = ""
     resources: str = ""
     diff: str = ""
+    # The candidate and its base timed side by side (alternating rounds, same inputs): its speed-up,
+    # interval and reading. Where present it is the figure; two separate timings are not.
+    paired: SideBySide | None = None
 
     @property
     def speedup(self) -> float | None:
+        if self.paired is not None and self.candidate.ok:
+            return self.paired.ratio
         a, b = self.base.geomean_us, self.candidate.geomean_us
         return a / b if a and b and self.candidate.ok else None
 
     @property
     def difference(self) -> str:
-        """faster, slower, or no measurable difference: the two timings' intervals decide."""
+        """faster, slower, or no measurable difference: the side-by-side interval decides, else the
+        two timings' intervals."""
         if not self.candidate.ok:
             return "not measured"
+        if self.paired is not None:
+            return self.paired.difference
         compared = unpaired_ratio(self.base.geomean_us, self.base.geomean_ci_us, self.candidate.geomean_us,
                                   self.candidate.geomean_ci_us)
         return compared[2] if compared else "not measured"
@@ -49,8 +66,14 @@ class RunOutcome:
             return f"correct; geometric mean {c.time_text()} (base not timed)"
         gain, interval, said = compared
         within = f" [{num(interval[0])}–{num(interval[1])}]" if interval else ""
-        return (f"correct; geometric mean {c.time_text()} against the base's {self.base.time_text()}: "
-                f"{num(gain)}x{within}, {said}")
+        separate = f"correct; geometric mean {c.time_text()} against the base's {self.base.time_text()}"
+        if self.paired is None:
+            return f"{separate}: {num(gain)}x{within}, {said}"
+        lo, hi = self.paired.ratio_ci
+        return (f"{separate}, timed apart ({num(gain)}x); timed side by side with the base, alternating on the "
+                f"same inputs: {num(self.paired.ratio)}x [{num(lo)}–{num(hi)}], {self.paired.difference}. "
+                "The side-by-side figure is the measurement.")
+
 
 
 def expected_range(plan: ExperimentPlan) -> str:

@@ -97,6 +97,9 @@ class RunConfig(BaseModel):
     tuner_per_generation: int = Field(default=1, ge=0, description="Tuner experiments per generation with an LLM.")
     coder_attempts: int = Field(default=3, ge=1, description="Coder tries per experiment (first + repairs).")
     critic_sendbacks: int = Field(default=1, ge=0)
+    paired_findings: bool = Field(
+        default=True, description="Time a designed candidate beside its base before its finding is written, "
+        "where its own timing claims a difference (graph/experiment.py side_by_side).")
     budgets: Budgets = Field(default_factory=Budgets)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from agents.coder import Candidate
-from agents.critic import Critic, RunOutcome
+from agents.critic import Critic, RunOutcome, SideBySide
 from agents.schemas import ExperimentPlan, Explanation, Review
 from agents.views import KernelView, source_diff
 from graph.archive import ExperimentRecord, KernelRecord, sha256_text, utc_now
@@ -282,6 +282,7 @@ def _explain(
         candidate=candidate_view,
         base=base_view,
         errors=candidate_view.message,
+        paired=side_by_side(ctx, spec, kernel, base) if kernel is not None and twin is None else None,
         resources=_static_summary(static) or (resource_report(ctx, kernel.source)
                                                if kernel and ctx.config.target == "cpu" else ""),
         diff=diff,
@@ -337,6 +338,34 @@ def _remember(ctx: RunContext, kb: Any, finding: dict[str, Any]) -> None:
         )
     except Exception as exc:  # the archive holds the finding; the memory is a copy for retrieval
         log.warning("could not store finding %s in the knowledge base: %s", finding["experiment_id"], exc)
+
+
+def side_by_side(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord, base: KernelRecord) -> SideBySide | None:
+    """The candidate timed again beside its base (a fresh judge, alternating rounds on the same
+    inputs), where the two separate timings claim a difference: a finding is a lesson for every
+    later generation, and two timings taken minutes apart on a shared host can be off by a factor
+    (a relay run read 7.36x apart, 3.52x side by side). Kept with the experiment, so a resumed run
+    does not measure it again. None where the two timings show no difference, or the pair could
+    not be measured."""
+    if not ctx.config.paired_findings or spec["kind"] == "tune" or not kernel.ok or not base.ok or kernel.id == base.id:
+        return None
+    apart = RunOutcome(candidate=ctx.kernel_view(kernel), base=ctx.kernel_view(base))  # type: ignore[arg-type]
+    if apart.difference not in ("faster", "slower"):
+        return None
+    _step(ctx, spec, "side by side with the base")
+
+    def measure() -> dict[str, Any]:
+        from graph.verify import from_verdict
+
+        verification = from_verdict(ctx.evaluator.verify(kernel, base), kernel, base, str(ctx.run_dir))
+        return verification.model_dump(mode="json")
+
+    stored = ctx.memo_value(f"{spec['id']}/side-by-side", measure)
+    ratio, ci = stored.get("ratio"), stored.get("ratio_ci")
+    if ratio is None or ci is None:
+        log.info("%s: not measured side by side: %s", spec["id"], stored.get("reason") or stored.get("status"))
+        return None
+    return SideBySide(float(ratio), (float(ci[0]), float(ci[1])), str(stored.get("difference")))
 
 
 def _static_summary(static: Any) -> str:

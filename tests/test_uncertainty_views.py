@@ -3,6 +3,8 @@ the archive keeps the interval, screens and prompts print it, and a verified win
 
 from __future__ import annotations
 
+import pytest
+
 import sqlite3
 from pathlib import Path
 
@@ -70,3 +72,24 @@ def test_roles_see_intervals_and_a_difference_within_noise_is_no_lesson() -> Non
     plan = ExperimentPlan(title="unroll", description="unroll by 4", est_min_speedup=1.1, est_max_speedup=1.3)
     assert "No measurable effect" in fallback_explanation(plan, within).lesson
     assert "helps" in fallback_explanation(plan, RunOutcome(tight, base)).lesson
+
+
+def test_a_side_by_side_timing_is_the_figure_the_critic_reads() -> None:
+    # A relay run read 7.36x from two timings minutes apart on a busy host, and 3.52x side by side:
+    # the finding is written from the side-by-side figure, and its reading decides the lesson.
+    from agents.critic import SideBySide
+
+    base = KernelView(id="k0", status="ok", geomean_us=4373.0, geomean_ci_us=(3911.0, 4890.0), noisy=True,
+                      benchmarks={"n": 4373.0})
+    fast = KernelView(id="k1", status="ok", geomean_us=594.3, geomean_ci_us=(503.8, 700.9), benchmarks={"n": 594.3})
+    apart = RunOutcome(fast, base)
+    assert apart.difference == "faster" and apart.speedup == pytest.approx(7.36, abs=0.01)
+    paired = RunOutcome(fast, base, paired=SideBySide(3.52, (2.93, 4.22), "faster"))
+    assert paired.speedup == 3.52
+    text = paired.describe()
+    assert "side by side" in text and "3.52x [2.93–4.22], faster" in text and "timed apart (7.36x)" in text
+    # Apart the candidate looked faster; side by side it was not measurably different: no lesson.
+    level = RunOutcome(fast, base, paired=SideBySide(1.004, (0.97, 1.04), "no measurable difference"))
+    assert level.difference == "no measurable difference"
+    plan = ExperimentPlan(title="avx512", description="intrinsics", est_min_speedup=3.0, est_max_speedup=10.0)
+    assert "No measurable effect" in fallback_explanation(plan, level).lesson
