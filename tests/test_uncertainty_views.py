@@ -3,10 +3,10 @@ the archive keeps the interval, screens and prompts print it, and a verified win
 
 from __future__ import annotations
 
-import pytest
-
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from agents.critic import RunOutcome, fallback_explanation
 from agents.schemas import ExperimentPlan
