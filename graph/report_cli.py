@@ -102,7 +102,8 @@ def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
 
     seed = archive.seed()
     base = baselines(archive)
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=True)
+    # As wide as a terminal (the plan takes what is left); off one, as wide as its contents.
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=console.is_terminal)
     for name in ("#", "kernel", "gen", "µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
     table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)

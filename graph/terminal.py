@@ -4,13 +4,27 @@ error, and log lines on stderr. Light on purpose: `kernel-scientist --help` impo
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 
-console = Console()
+PIPE_WIDTH = 160
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console commands print to (stdout, or stderr for progress). Off a terminal (a pipe, a log
+    file, CI) Rich would wrap at 80 columns and cut table cells to `kern…`; a log should keep whole
+    ids, times and paths, so there it is PIPE_WIDTH wide unless $COLUMNS says otherwise."""
+    stream = sys.stderr if stderr else sys.stdout
+    if not stream.isatty() and not os.environ.get("COLUMNS"):
+        return Console(stderr=stderr, width=PIPE_WIDTH)
+    return Console(stderr=stderr)
+
+
+console = make_console()
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 RUN_ARGUMENT_HELP = "Run id or directory (default: the latest run)."
 RUNS_DIR_HELP = "Where runs live (default $KS_RUNS_DIR or ./runs)."

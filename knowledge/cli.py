@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from graph.terminal import make_console
 
 if TYPE_CHECKING:
     from knowledge.base import KnowledgeBase
@@ -27,8 +28,8 @@ kb_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 _freeze_at_exit = False
 
@@ -85,6 +86,8 @@ def ingest_command(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     kb = _open(store)
+    if not err.is_terminal and not as_json:  # the first file's line comes after the model has loaded
+        err.print(f"ingesting into {kb.path} (the embedding model loads first: a few seconds)", markup=False, highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=as_json) as progress:
         task = progress.add_task("ingesting", total=None)
