@@ -20,22 +20,11 @@ import chromadb
 from chromadb.config import Settings
 
 from knowledge.embedding import MiniLMEmbeddingFunction
+from knowledge.paths import FINDINGS, KB_DIR_ENV, LITERATURE, WORKSPACE_ENV, default_store_path
+
+__all__ = ["FINDINGS", "KB_DIR_ENV", "LITERATURE", "WORKSPACE_ENV", "Collection", "default_store_path", "open_client"]
 
 log = logging.getLogger(__name__)
-
-KB_DIR_ENV = "KS_KB_DIR"
-WORKSPACE_ENV = "KS_WORKSPACE"
-LITERATURE = "literature"
-FINDINGS = "findings"
-
-
-def default_store_path() -> Path:
-    """$KS_KB_DIR, else <workspace>/knowledge where the workspace is $KS_WORKSPACE or ~/.kernel-scientist."""
-    if os.environ.get(KB_DIR_ENV):
-        return Path(os.environ[KB_DIR_ENV]).expanduser()
-    workspace = Path(os.environ.get(WORKSPACE_ENV) or Path.home() / ".kernel-scientist").expanduser()
-    return workspace / "knowledge"
-
 
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()

@@ -337,3 +337,22 @@ def test_eval_progress_names_the_shape_under_way(monkeypatch: pytest.MonkeyPatch
         "check…", "check shape 1 of 2: n=1", "check shape 2 of 2: n=2", "check shape 3: n=1 [big]", "time…",
         "time shape 1 of 1: n=8",
     ]
+
+
+def test_kb_stats_asks_chroma_where_the_file_is_not_as_expected(tmp_path: Path) -> None:
+    """No store yet (the primer must be loaded), or a file of another layout: None, so Chroma answers."""
+    import sqlite3
+
+    from knowledge.stats import read_stats
+
+    assert read_stats(tmp_path) is None
+    (tmp_path / "primer.json").write_text("{}")
+    with sqlite3.connect(tmp_path / "chroma.sqlite3") as conn:
+        conn.execute("CREATE TABLE other (x)")
+    assert read_stats(tmp_path) is None
+
+
+def test_kb_stats_starts_without_chroma() -> None:
+    code = "import sys, knowledge.cli, knowledge.stats; print('chromadb' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
