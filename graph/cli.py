@@ -16,7 +16,7 @@ from graph.chat_cli import chat_command
 from graph.report_cli import report_command, status_command
 from graph.run_cli import export_command, run_command
 from graph.show_cli import compare_command, show_command
-from graph.terminal import console, fail, setup_logging
+from graph.terminal import console, fail, setup_logging, working
 from graph.verify_cli import verify_command
 from knowledge.cli import kb_app
 
@@ -136,7 +136,7 @@ def eval_command(
         profiler=profiler,
         cores=pinned,
     )
-    with console.status("starting the judge") as status:
+    with working("starting the judge") as status:
         progress = EvalProgress(status, len(spec.tests), 0 if check_only else len(spec.benchmarks))
         try:
             verdict = evaluate(spec.path, submission, options, on_event=progress)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
     from graph.archive import Archive
@@ -235,7 +235,7 @@ def preflight(config: RunConfig) -> None:
 
     check_target(config.target)
     if config.llm.configured:
-        with console.status("asking the LLM endpoint a first small question"):
+        with working("asking the LLM endpoint a first small question"):
             check_llm(config.llm)
 
 

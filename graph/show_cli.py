@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from graph.report_cli import opened_run
-from graph.terminal import RUNS_DIR_HELP, console, fail
+from graph.terminal import RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
     from rich.syntax import Syntax
@@ -122,6 +122,13 @@ def compare_command(
             times = {k.id: stored_times(archive, k) for k in (a, b)}
             title = "as stored in the run (µs, median and p25–p75)"
         console.print(side_by_side(a, b, times, title))
+        if retime:  # one after the other is quick; alternating rounds are what rank two close kernels
+            console.print(
+                f"[dim]timed one after the other; a speed-up with its 95% interval from alternating rounds: "
+                f"kernel-scientist verify {handle.run_id} {b.id} --against {a.id}[/dim]",
+                soft_wrap=True,
+                highlight=False,
+            )
         diff = source_diff(a, b)
         console.print(code_view(diff, "diff") if diff else "[dim]the two sources are identical[/dim]")
 
@@ -146,7 +153,7 @@ def retimed(problem_path: Path, target: str, budget_s: float, *kernels: KernelRe
     from sandbox.evaluator import EvalOptions, evaluate
 
     out: dict[str, ShapeTimes] = {}
-    with tempfile.TemporaryDirectory(prefix="ks-compare-") as tmp, console.status("timing") as status:
+    with tempfile.TemporaryDirectory(prefix="ks-compare-") as tmp, working(f"re-timing {' and '.join(k.id for k in kernels)}") as status:
         for kernel in kernels:
             path = Path(tmp) / f"{kernel.id}.py"
             path.write_text(kernel.source)
