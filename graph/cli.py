@@ -171,7 +171,7 @@ def problems_command() -> None:
 
     table = Table(title="Bundled problems")
     for col in ("name", "targets", "seeds", "tests", "benchmarks"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "name")  # the name is what `run` and `eval` take: never cut
     for name, path in bundled_problems().items():
         spec = load_problem(path)
         table.add_row(

@@ -177,9 +177,15 @@ def test_run_steps_are_lines_when_no_live_panel_shows() -> None:
     ]
 
 
-def test_problems_lists_bundled() -> None:
+def test_problems_lists_bundled(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graph.cli
+
     result = runner.invoke(app, ["problems"])
     assert result.exit_code == 0 and "vector_add" in result.output
+    out = io.StringIO()  # on an 80-column terminal the name `run` takes is whole, not `fp8_blockscale_g…`
+    monkeypatch.setattr(graph.cli, "console", Console(file=out, width=80))
+    graph.cli.problems_command()
+    assert "fp8_blockscale_gemm" in out.getvalue()
 
 
 def test_verdict_view_leaves_out_what_it_does_not_know() -> None:
