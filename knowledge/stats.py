@@ -5,6 +5,8 @@ else `kernel-scientist kb stats` does. The statistics are metadata only, which C
 SQLite file, so `read_stats` reads that file itself (read-only). It answers only when the file is
 as this reader expects and Chroma has applied every write it logged; otherwise it returns None
 and the caller asks Chroma (a store not made yet, a primer never loaded, another Chroma layout).
+A primer whose text changed since it was loaded is shown as loaded: the next command that opens
+the store (ingest, search, a run) loads the new one, as it did before this reader.
 Standard library and the pydantic models only.
 """
 
