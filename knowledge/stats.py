@@ -6,7 +6,7 @@ SQLite file, so `read_stats` reads that file itself (read-only). It answers only
 as this reader expects and Chroma has applied every write it logged; otherwise it returns None
 and the caller asks Chroma (a store not made yet, a primer never loaded, another Chroma layout).
 A primer whose text changed since it was loaded is shown as loaded: the next command that opens
-the store (ingest, search, a run) loads the new one, as it did before this reader.
+the store (ingest, search, a run) loads the new one (`kb stats` used to load it itself).
 Standard library and the pydantic models only.
 """
 
