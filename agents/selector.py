@@ -10,6 +10,7 @@ from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import Selection
 from agents.views import KernelView, ProblemView, directives_text, population_table
+from sandbox.summary import num
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def fallback_selection(population: list[KernelView]) -> Selection:
                 best_gain, reference = b / t, other
     if reference is None and len(ok) > 1:
         reference = ok[1]
-    why = f"{base.id} has the best geometric mean ({base.geomean_us:.4g} µs)"
+    why = f"{base.id} has the best geometric mean ({num(base.geomean_us)} µs)"
     if reference is not None and best_gain > 1.0:
         why += f"; {reference.id} is {best_gain:.2f}x faster than it on one shape"
     elif reference is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.summary import num_interval
+from sandbox.summary import num, num_interval
 
 
 class ProblemView(BaseModel):
@@ -64,7 +64,7 @@ def population_table(kernels: list[KernelView], limit: int = 40) -> str:
     lines = ["| id | parents | origin | status | geomean µs [95% interval] | " + " | ".join(shapes) + " | summary |"]
     lines.append("|" + " --- |" * (6 + len(shapes)))
     for k in rows:
-        per_shape = " | ".join(f"{k.benchmarks[s]:.4g}" if s in k.benchmarks else "-" for s in shapes)
+        per_shape = " | ".join(num(k.benchmarks[s]) if s in k.benchmarks else "-" for s in shapes)
         geo = k.time_text().replace(" µs", "")
         summary = k.summary.replace("|", "/")[:120]
         lines.append(
@@ -85,12 +85,12 @@ def shape_table(first: KernelView | None, second: KernelView | None, names: tupl
     if not shapes:
         return ""
     if second is None:
-        return "\n".join(f"- {s}: {first.benchmarks[s]:.4g}" for s in shapes)
+        return "\n".join(f"- {s}: {num(first.benchmarks[s])}" for s in shapes)
     lines = [f"| shape | {names[0]} | {names[1]} |", "| --- | --- | --- |"]
     for s in shapes:
         a = first.benchmarks.get(s)
         b = second.benchmarks.get(s)
-        lines.append(f"| {s} | {'-' if a is None else f'{a:.4g}'} | {'-' if b is None else f'{b:.4g}'} |")
+        lines.append(f"| {s} | {num(a)} | {num(b)} |")  # num writes a missing value as '-'
     return "\n".join(lines)
 
 

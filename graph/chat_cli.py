@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console, RenderableType
 
-from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the chat's parts (LangChain among them) load when it starts, not for --help
     from rich.markdown import Markdown
@@ -203,7 +203,7 @@ def chat_command(
             console.print(f"[yellow]no chat model:[/yellow] {exc}")
             config = None
     kb = None if no_kb else lazy_knowledge(
-        knowledge or handle.config.knowledge, lambda: console.status("opening the knowledge base")
+        knowledge or handle.config.knowledge, lambda: working("opening the knowledge base")
     )
     archive = Archive(handle.archive_path)
     session = ChatSession(handle, archive, chat_model, config, knowledge=kb, launcher=ProcessLauncher())

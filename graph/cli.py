@@ -16,7 +16,7 @@ from graph.chat_cli import chat_command
 from graph.report_cli import report_command, status_command
 from graph.run_cli import export_command, run_command
 from graph.show_cli import compare_command, show_command
-from graph.terminal import console, fail, setup_logging
+from graph.terminal import console, fail, setup_logging, working
 from graph.verify_cli import verify_command
 from knowledge.cli import kb_app
 
@@ -43,22 +43,25 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug 
 
 class EvalProgress:
     """The evaluation's phases as they happen: a spinner on a terminal, a line each otherwise.
-    Counts shapes against the problem's lists, so the user sees "check 3 of 7"."""
+    Names each shape as it starts, counted against the problem's lists ("check shape 3 of 7"), so a
+    kernel that hangs on a shape shows that shape for the minutes until the phase's limit, not the
+    one before it."""
 
     def __init__(self, status: Any, tests: int, benchmarks: int) -> None:
         self.status = status
         self.totals = {"check": tests, "time": benchmarks}
-        self.done = {"check": 0, "time": 0}
+        self.started = {"check": 0, "time": 0}
+        self.phase = ""
 
     def __call__(self, event: dict[str, Any]) -> None:
         if "phase" in event:
-            self.say(f"{event['phase']}…")
-        elif event.get("progress") in self.done:
-            kind = str(event["progress"])
-            self.done[kind] += 1
-            total = self.totals[kind]
-            of = f" of {total}" if self.done[kind] <= total else ""
-            self.say(f"{kind} shape {self.done[kind]}{of}: {event.get('shape', '')}")
+            self.phase = str(event["phase"])
+            self.say(f"{self.phase}…")
+        elif "shape_started" in event and self.phase in self.started:
+            self.started[self.phase] += 1
+            count, total = self.started[self.phase], self.totals[self.phase]
+            of = f" of {total}" if count <= total else ""  # beyond the list: the adversarial values' cases
+            self.say(f"{self.phase} shape {count}{of}: {event['shape_started']}")
 
     def say(self, text: str) -> None:
         if console.is_terminal:
@@ -133,7 +136,7 @@ def eval_command(
         profiler=profiler,
         cores=pinned,
     )
-    with console.status("starting the judge") as status:
+    with working("starting the judge") as status:
         progress = EvalProgress(status, len(spec.tests), 0 if check_only else len(spec.benchmarks))
         try:
             verdict = evaluate(spec.path, submission, options, on_event=progress)
@@ -168,7 +171,7 @@ def problems_command() -> None:
 
     table = Table(title="Bundled problems")
     for col in ("name", "targets", "seeds", "tests", "benchmarks"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "name")  # the name is what `run` and `eval` take: never cut
     for name, path in bundled_problems().items():
         spec = load_problem(path)
         table.add_row(

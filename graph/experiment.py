@@ -20,6 +20,7 @@ from graph.state import ExperimentResult, ExperimentSpec
 from graph.tuner import render_variant
 from sandbox.integrity import scan_source
 from sandbox.static_report import StaticReport
+from sandbox.summary import num
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def evaluated_twin(ctx: RunContext, source: str, experiment_id: str) -> KernelRe
 
 def duplicate_feedback(twin: KernelRecord) -> str:
     """What the Coder is told when its candidate is a kernel the run already has."""
-    result = f"{twin.geomean_us:.4g} µs" if twin.geomean_us else twin.status
+    result = f"{num(twin.geomean_us)} µs" if twin.geomean_us else twin.status
     return (f"Your candidate has the same code as kernel {twin.id} ({twin.summary or twin.origin}; {result}), "
             f"which the run has already evaluated. Implement the plan so that it differs from {twin.id}.")
 
@@ -256,7 +257,8 @@ def _explain(
     kernel: KernelRecord | None,
     twin: KernelRecord | None = None,
 ) -> None:
-    _step(ctx, spec, "critic explain")
+    # Without a model the finding is written from the figures alone: no Critic to name.
+    _step(ctx, spec, "critic explain" if ctx.critic.llm is not None else "finding")
     base_view = ctx.kernel_view(base)
     assert base_view is not None
     candidate_view: KernelView | None

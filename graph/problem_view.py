@@ -11,6 +11,7 @@ from graph.archive import Archive
 from graph.config import RunConfig
 from graph.target_brief import HostFacts, build_command, cache_fit, cpu_hardware, gpu_hardware, read_host
 from sandbox.problem import Problem, load_problem
+from sandbox.summary import num
 from sandbox.targets import TargetProfile
 from sandbox.verdict import Verdict
 
@@ -69,10 +70,10 @@ def _roofline(seed_verdict: Verdict | None, host: HostFacts | None) -> str:
         if b.bytes:
             parts.append(f"{b.bytes:.3g} B")
         if b.sol_us:
-            parts.append(f"speed of light {b.sol_us:.4g} µs")
-        parts.append(f"seed {b.median_us:.4g} µs")
+            parts.append(f"speed of light {num(b.sol_us)} µs")
+        parts.append(f"seed {num(b.median_us)} µs")
         if b.reference_median_us:
-            parts.append(f"PyTorch {b.reference_median_us:.4g} µs")
+            parts.append(f"PyTorch {num(b.reference_median_us)} µs")
         fit = cache_fit(b.bytes, host)
         if fit:
             parts.append(fit)

@@ -149,9 +149,10 @@ def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Ta
     table = Table(title="Leaderboard", header_style="bold")
     for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True)
-    wide = width >= 110
+    # The other columns take about 100 characters with their borders; the summary gets what is left.
+    wide = width >= 120
     if wide:
-        table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=max(20, width - 80))
+        table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=width - 100)
     for rank, k in archive.ranked(limit):
         vs_seed = ratio(seed.geomean_us / k.geomean_us) if seed and seed.geomean_us and k.geomean_us else "-"
         table.add_row(

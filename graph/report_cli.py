@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
     from rich.table import Table
@@ -43,7 +43,7 @@ def report_command(
     """Write a self-contained HTML report of a run and its figures as PNG files."""
     from graph.report import write_report  # matplotlib loads only for this command
 
-    with opened_run(run, runs_dir) as (handle, archive), console.status("drawing the figures"):
+    with opened_run(run, runs_dir) as (handle, archive), working("drawing the figures"):
         files = write_report(archive, handle.run_id, handle.config.target, out or handle.run_dir / "report")
     console.print(f"report written to {files.html}")
     console.print(f"figures: {', '.join(str(p) for p in files.figures.values())}")
@@ -102,7 +102,8 @@ def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
 
     seed = archive.seed()
     base = baselines(archive)
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=True)
+    # As wide as a terminal (the plan takes what is left); off one, as wide as its contents.
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=console.is_terminal)
     for name in ("#", "kernel", "gen", "µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
     table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)

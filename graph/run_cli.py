@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail
+from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
     from graph.archive import Archive
@@ -33,7 +33,42 @@ def kept_on_resume(archive: Archive) -> str:
     return line
 
 
+# What `run --resume` still reads from its command line; every other option is the run's own, in run.json.
+RESUME_OPTIONS = {"resume", "more", "directive", "plain", "runs_dir", "approve"}
+
+
+def ignored_on_resume(ctx: typer.Context) -> list[str]:
+    """The options given on the command line that a resume does not apply (its configuration is the
+    run's): named, so that `--resume RUN -g 5` does not silently run the old budget."""
+    return [
+        param.opts[0] if param.param_type_name == "option" else (param.name or "").upper()
+        for param in ctx.command.params
+        if param.name not in RESUME_OPTIONS and given_on_command_line(ctx, param.name or "")
+    ]
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """By the source's name: typer may bring its own copy of click, whose enum is not click's."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def resume_notes(ctx: typer.Context, archive: Archive, more: int | None) -> list[str]:
+    """What a resume will not do that its command line may have asked for, and a finished run's way on."""
+    from graph.control import run_status
+
+    notes = []
+    ignored = ignored_on_resume(ctx)
+    if ignored:
+        notes.append(f"{', '.join(ignored)} ignored: a resumed run keeps its configuration (more generations: --more N)")
+    state = run_status(archive)
+    if more is None and state.status == "finished":
+        notes.append(f"this run had finished ({state.stop_reason}); --more N runs N more generations")
+    return notes
+
+
 def run_command(
+    command: typer.Context,
     problem: str | None = typer.Argument(None, help="Bundled problem name, GPU MODE directory or KernelBench file."),
     target: str = typer.Option("cpu", "--target", "-t", help="cpu, cuda, or hip (a ROCm host)."),
     generations: int = typer.Option(10, "--generations", "-g", min=1, help="Generations at most."),
@@ -139,9 +174,11 @@ def run_command(
     archive = Archive(handle.archive_path)
     if approve:
         set_approval(archive, True)
-    console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}", soft_wrap=True)
+    console.print(f"run [bold]{handle.run_id}[/bold] in {handle.run_dir}", soft_wrap=True, highlight=False)
     if resume is not None:
         console.print(kept_on_resume(archive), highlight=False)
+        for note in resume_notes(command, archive, more):
+            console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     if not handle.config.llm.configured:
         console.print(
             "[yellow]no LLM configured:[/yellow] only the Tuner proposes candidates "
@@ -149,7 +186,7 @@ def run_command(
             soft_wrap=True,
         )
     for note in directive_notes(handle.config.model_copy(update={"directives": archive.directives()})):
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     # A SIGTERM (a scheduler, `kill`) ends the run like Ctrl-C: the checkpoints hold its state.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     live = not plain and console.is_terminal
@@ -198,7 +235,7 @@ def preflight(config: RunConfig) -> None:
 
     check_target(config.target)
     if config.llm.configured:
-        with console.status("asking the LLM endpoint a first small question"):
+        with working("asking the LLM endpoint a first small question"):
             check_llm(config.llm)
 
 

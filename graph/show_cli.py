@@ -11,13 +11,23 @@ from typing import TYPE_CHECKING
 import typer
 
 from graph.report_cli import opened_run
-from graph.terminal import RUNS_DIR_HELP, console, fail
+from graph.terminal import RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
+    from rich.syntax import Syntax
     from rich.table import Table
 
     from graph.archive import Archive, KernelRecord
     from sandbox.verdict import Verdict
+
+
+def code_view(code: str, lexer: str, line_numbers: bool = False, word_wrap: bool = False) -> Syntax:
+    """Source or a diff, highlighted on a terminal; off one (a pipe, a log) without the theme's
+    background, which pads every line with spaces to the console's width."""
+    from rich.syntax import Syntax
+
+    background = None if console.is_terminal else "default"
+    return Syntax(code, lexer, line_numbers=line_numbers, word_wrap=word_wrap, background_color=background)
 
 
 def find_kernel(archive: Archive, kernel_id: str | None) -> KernelRecord:
@@ -53,8 +63,6 @@ def show_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """A kernel's source, per-shape times with their spread, its verdict and static report."""
-    from rich.syntax import Syntax
-
     from graph.run_data import baselines, num_interval, plan_title, ratio, source_diff
     from sandbox.report import render_verdict
     from sandbox.verdict import Verdict
@@ -79,9 +87,9 @@ def show_command(
                 + (" (timed on a busy host)" if kernel.noisy else ""),
                 highlight=False,
             )
-        console.print(Syntax(kernel.source, "python", line_numbers=True, word_wrap=True))
+        console.print(code_view(kernel.source, "python", line_numbers=True, word_wrap=True))
         if diff and kernel.parents and (parent := archive.kernel(kernel.parents[0])) is not None:
-            console.print(Syntax(source_diff(parent, kernel), "diff"))
+            console.print(code_view(source_diff(parent, kernel), "diff"))
         verdict_json = archive.kernel_verdict(kernel.id)
         if verdict_json:
             render_verdict(Verdict.from_json(verdict_json), console)
@@ -98,8 +106,6 @@ def compare_command(
     runs_dir: Path | None = typer.Option(None, help=RUNS_DIR_HELP),
 ) -> None:
     """Two kernels side by side: per-shape times (re-measured now by default) and the diff of their sources."""
-    from rich.syntax import Syntax
-
     from graph.run_data import source_diff
 
     run, rest = split_run_and_kernels(list(args), 2, runs_dir)
@@ -116,8 +122,15 @@ def compare_command(
             times = {k.id: stored_times(archive, k) for k in (a, b)}
             title = "as stored in the run (µs, median and p25–p75)"
         console.print(side_by_side(a, b, times, title))
+        if retime:  # one after the other is quick; alternating rounds are what rank two close kernels
+            console.print(
+                f"[dim]timed one after the other; a speed-up with its 95% interval from alternating rounds: "
+                f"kernel-scientist verify {handle.run_id} {b.id} --against {a.id}[/dim]",
+                soft_wrap=True,
+                highlight=False,
+            )
         diff = source_diff(a, b)
-        console.print(Syntax(diff, "diff") if diff else "[dim]the two sources are identical[/dim]")
+        console.print(code_view(diff, "diff") if diff else "[dim]the two sources are identical[/dim]")
 
 
 ShapeTimes = dict[str, tuple[float, float, float]]  # shape -> (median, p25, p75) in µs
@@ -140,7 +153,7 @@ def retimed(problem_path: Path, target: str, budget_s: float, *kernels: KernelRe
     from sandbox.evaluator import EvalOptions, evaluate
 
     out: dict[str, ShapeTimes] = {}
-    with tempfile.TemporaryDirectory(prefix="ks-compare-") as tmp, console.status("timing") as status:
+    with tempfile.TemporaryDirectory(prefix="ks-compare-") as tmp, working(f"re-timing {' and '.join(k.id for k in kernels)}") as status:
         for kernel in kernels:
             path = Path(tmp) / f"{kernel.id}.py"
             path.write_text(kernel.source)

@@ -14,7 +14,7 @@ import typer
 
 from graph.report_cli import opened_run
 from graph.show_cli import find_kernel, split_run_and_kernels
-from graph.terminal import RUNS_DIR_HELP, console, fail
+from graph.terminal import RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -47,7 +47,7 @@ def verify_command(
         try:
             checks = []
             for trial in range(verify.TRIALS):
-                with console.status(f"timing {kernel.id} beside {base.id} ({trial + 1} of {verify.TRIALS})"):
+                with working(f"timing {kernel.id} beside {base.id} ({trial + 1} of {verify.TRIALS})"):
                     checks.append(verify.from_verdict(evaluator.verify(kernel, base), kernel, base, str(handle.run_dir)))
         finally:
             evaluator.close()

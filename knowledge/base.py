@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +17,7 @@ from knowledge.chunking import (
     embedding_text,
     keyword_text,
 )
-from knowledge.embedding import MODEL_NAME, get_embedder
+from knowledge.embedding import get_embedder
 from knowledge.loaders import LoadError, kind_of, load_document
 from knowledge.models import (
     FileResult,
@@ -35,6 +34,7 @@ from knowledge.models import (
 from knowledge.primer import PREFIX as PRIMER_PREFIX
 from knowledge.primer import ensure_primer
 from knowledge.retrieval import HybridRetriever
+from knowledge.stats import make_stats, source_infos
 from knowledge.store import LITERATURE, Collection, default_store_path
 from knowledge.targets import (
     TAGGER_VERSION,
@@ -258,24 +258,7 @@ class KnowledgeBase:
     # -- removal ---------------------------------------------------------------------
 
     def sources(self) -> list[SourceInfo]:
-        got = self.literature.get()
-        grouped: dict[str, list[dict]] = {}
-        for meta in got["metadatas"] or []:
-            grouped.setdefault(meta["source"], []).append(meta)
-        infos = []
-        for source, metas in sorted(grouped.items()):
-            first = metas[0]
-            infos.append(
-                SourceInfo(
-                    source=source,
-                    title=first.get("title", ""),
-                    kind=first.get("kind", ""),
-                    targets=str(first.get("targets", "")).split(","),
-                    chunks=len(metas),
-                    ingested_at=max(m.get("ingested_at", "") for m in metas),
-                )
-            )
-        return infos
+        return source_infos(self.literature.get()["metadatas"] or [])
 
     def remove(self, source: PathLike) -> list[str]:
         """Delete a source: its exact name, a path to it, or a folder (every source under it).
@@ -381,19 +364,4 @@ class KnowledgeBase:
     # -- stats -------------------------------------------------------------------------
 
     def stats(self) -> KBStats:
-        sources = self.sources()
-        by_kind: Counter[str] = Counter()
-        by_target: Counter[str] = Counter()
-        for s in sources:
-            by_kind[s.kind] += 1
-            for t in s.targets:
-                by_target[t] += 1
-        return KBStats(
-            path=str(self.path),
-            chunks=self.literature.count(),
-            sources=sources,
-            by_kind=dict(by_kind),
-            by_target=dict(by_target),
-            findings=self.findings.count(),
-            embedding_model=MODEL_NAME,
-        )
+        return make_stats(self.path, self.literature.count(), self.sources(), self.findings.count())

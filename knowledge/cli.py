@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from graph.terminal import make_console
 
 if TYPE_CHECKING:
     from knowledge.base import KnowledgeBase
@@ -27,8 +28,8 @@ kb_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 _freeze_at_exit = False
 
@@ -85,6 +86,8 @@ def ingest_command(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     kb = _open(store)
+    if not err.is_terminal and not as_json:  # the first file's line comes after the model has loaded
+        err.print(f"ingesting into {kb.path} (the embedding model loads first: a few seconds)", markup=False, highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=as_json) as progress:
         task = progress.add_task("ingesting", total=None)
@@ -172,7 +175,11 @@ def stats_command(
     as_json: bool = typer.Option(False, "--json", help="Print statistics as JSON."),
 ) -> None:
     """What the store holds: sources, chunks, kinds, targets and findings."""
-    stats = _open(store).stats()
+    from knowledge.paths import default_store_path
+    from knowledge.stats import read_stats
+
+    # Read from the store's files where they allow it: opening Chroma costs seconds, the figures none.
+    stats = read_stats((store or default_store_path()).expanduser().resolve()) or _open(store).stats()
     if as_json:
         console.print_json(stats.model_dump_json())
         return

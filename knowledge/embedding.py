@@ -20,9 +20,10 @@ import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from knowledge.models import MODEL_NAME
+
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
 EF_NAME = "kernel_scientist_minilm"
 DIMENSION = 384
 # Queries are short; the cap only guards against a pasted document.

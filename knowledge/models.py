@@ -75,6 +75,11 @@ class IngestReport(BaseModel):
         return sum(f.chunks for f in self.files if f.status in ("added", "updated"))
 
 
+# The embedding model every store is embedded with (knowledge/embedding.py loads it); here, where
+# reading a store's statistics finds it without importing Chroma.
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
 class SourceInfo(BaseModel):
     source: str
     title: str

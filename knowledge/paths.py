@@ -1,4 +1,5 @@
-"""Where the store lives, without importing Chroma: a run records the resolved path in its run.json."""
+"""Where a store lives and what its collections are called: apart from knowledge/store.py, which
+imports Chroma, so that commands that only read a store's statistics need not."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 KB_DIR_ENV = "KS_KB_DIR"
 WORKSPACE_ENV = "KS_WORKSPACE"
+LITERATURE = "literature"
+FINDINGS = "findings"
 
 
 def default_store_path() -> Path:

@@ -20,13 +20,11 @@ import chromadb
 from chromadb.config import Settings
 
 from knowledge.embedding import MiniLMEmbeddingFunction
-from knowledge.paths import KB_DIR_ENV, WORKSPACE_ENV, default_store_path  # noqa: F401 - re-exported
+from knowledge.paths import FINDINGS, KB_DIR_ENV, LITERATURE, WORKSPACE_ENV, default_store_path
+
+__all__ = ["FINDINGS", "KB_DIR_ENV", "LITERATURE", "WORKSPACE_ENV", "Collection", "default_store_path", "open_client"]
 
 log = logging.getLogger(__name__)
-
-LITERATURE = "literature"
-FINDINGS = "findings"
-
 
 _clients: dict[str, Any] = {}
 _clients_lock = threading.Lock()

@@ -155,7 +155,11 @@ class Problem:
     def seed_for(self, target: str, variant: str | None = None) -> Path:
         key = f"{target}:{variant}" if variant else target
         if key not in self.seeds:
-            known = ", ".join(sorted(self.seeds)) or "none"
+            if not self.seeds:  # KernelBench files and most GPU MODE folders bring none: say what to give
+                entry = "class ModelNew" if self.kind == "kernelbench" else "custom_kernel(data)"
+                raise ProblemError(f"{self.name} comes with no seed kernel: give a file that defines {entry} "
+                                   "(eval PROBLEM SUBMISSION, run PROBLEM --seed SUBMISSION)")
+            known = ", ".join(sorted(self.seeds))
             raise ProblemError(f"{self.name} has no seed for {key!r} (seeds: {known})")
         return self.seeds[key]
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from sandbox.summary import num
 from sandbox.verdict import BuildRecord, Status, Verdict
@@ -60,9 +65,34 @@ def _static_target(static: dict) -> str:
     return ", ".join(str(part) for part in (static.get("arch_used") or static.get("vendor"), static.get("compiler")) if part)
 
 
+_HARNESS_DIR = str(Path(__file__).resolve().parent)
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line \d+')
+
+
+def candidate_trace(trace: str) -> str:
+    """A candidate's traceback without the harness's frames: the runner calls the candidate from
+    the sandbox's own code, and those frames say nothing to the kernel's author. Everything else
+    (the candidate's frames, the exception, chained causes) stays; a trace that is all harness
+    (the harness's own failure) is kept whole."""
+    kept: list[str] = []
+    dropped = 0
+    in_harness = False
+    for line in trace.splitlines():
+        frame = _FRAME.match(line)
+        if frame:
+            in_harness = frame["file"].startswith(_HARNESS_DIR + "/")
+            dropped += in_harness
+        elif not line.startswith("    "):
+            in_harness = False  # the exception line or a chain's header ends a frame
+        if not in_harness:
+            kept.append(line)
+    candidate_frames = sum(1 for line in kept if _FRAME.match(line))
+    return "\n".join(kept) if dropped and candidate_frames else trace
+
+
 def render_verdict(verdict: Verdict, console: Console) -> None:
     head = (
-        f"[{_STATUS_STYLE.get(verdict.status, 'bold')}]{verdict.status.value}[/]  {verdict.message}\n"
+        f"[{_STATUS_STYLE.get(verdict.status, 'bold')}]{verdict.status.value}[/]  {escape(verdict.message)}\n"
         + _context_line(verdict)
     )
     console.print(Panel(head, title="verdict", expand=False))
@@ -88,14 +118,14 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             )
         console.print(table)
     for diag in verdict.diagnostics[:10]:
-        console.print(f"[red]{diag.file}:{diag.line}[/red] {diag.severity}: {diag.message}")
+        console.print(f"[red]{escape(str(diag.file))}:{diag.line}[/red] {diag.severity}: {escape(diag.message)}")
     if verdict.tests:
         table = Table(title="tests", show_edge=False)
         for col in ("shape", "result", "max abs err", "detail"):
             table.add_column(col, overflow="fold")
         for t in verdict.tests:
             mark = "[green]pass[/green]" if t.passed else "[red]FAIL[/red]"
-            table.add_row(t.shape, mark, _num(t.max_abs_error, "{:.3g}"), "" if t.passed else t.message[:300])
+            table.add_row(escape(t.shape), mark, _num(t.max_abs_error, "{:.3g}"), "" if t.passed else escape(t.message[:300]))
         console.print(table)
     if verdict.benchmarks:
         table = Table(title="benchmarks (µs; median over repetitions)", show_edge=False)
@@ -105,7 +135,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             table.add_column(col, justify="left" if col == "shape" else "right")
         for b in verdict.benchmarks:
             table.add_row(
-                b.shape,
+                escape(b.shape),
                 num(b.median_us),
                 f"{num(b.ci_us[0])}–{num(b.ci_us[1])}" if b.ci_us else "-",
                 str(b.reps),
@@ -132,4 +162,4 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             for problem_line in method.get("problems") or []:
                 console.print(f"[yellow]profiler:[/yellow] {problem_line}")
     if verdict.status not in (Status.ok, Status.built) and verdict.errors:
-        console.print(Panel(verdict.errors[-1][-1500:], title="error", style="red", expand=False))
+        console.print(Panel(Text(candidate_trace(verdict.errors[-1])[-1500:]), title="error", style="red", expand=False))

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from graph.archive import Archive
+from graph.archive import Archive, KernelRecord, sha256_text
 from graph.chat_tools import DirectiveArgs, RunTools
 from graph.cli import app
 from graph.config import LLMSettings, RunConfig
@@ -177,9 +177,15 @@ def test_run_steps_are_lines_when_no_live_panel_shows() -> None:
     ]
 
 
-def test_problems_lists_bundled() -> None:
+def test_problems_lists_bundled(monkeypatch: pytest.MonkeyPatch) -> None:
+    import graph.cli
+
     result = runner.invoke(app, ["problems"])
     assert result.exit_code == 0 and "vector_add" in result.output
+    out = io.StringIO()  # on an 80-column terminal the name `run` takes is whole, not `fp8_blockscale_g…`
+    monkeypatch.setattr(graph.cli, "console", Console(file=out, width=80))
+    graph.cli.problems_command()
+    assert "fp8_blockscale_gemm" in out.getvalue()
 
 
 def test_verdict_view_leaves_out_what_it_does_not_know() -> None:
@@ -225,3 +231,134 @@ def test_verdict_view_shows_the_paired_speedup_and_a_busy_host() -> None:
     text = out.getvalue()
     assert "1.12× [1.05–1.19] faster" in text and "97.0–104.0" in text
     assert "busy host (load 5.2 on 2 cores)" in text
+
+
+def test_verdict_view_keeps_case_names_in_brackets_and_only_the_candidates_frames() -> None:
+    """Shapes checked under adversarial values read `size=1 [large magnitudes]`: Rich took the
+    bracket for markup and printed `size=1` four times. A candidate's exception shows its own frames,
+    not the runner that called it."""
+    from sandbox.report import render_verdict
+    from sandbox.verdict import Status, SubmissionInfo, TestResult, Verdict
+
+    harness = ROOT / "sandbox" / "runner" / "main.py"
+    trace = (
+        "ValueError: my bug\nTraceback (most recent call last):\n"
+        f'  File "{harness}", line 276, in on_call\n    us, tree = self._timed(fn, data)\n               ^^^^^^^^^^^\n'
+        '  File "/tmp/ks-candidate-x/submission.py", line 2, in custom_kernel\n    raise ValueError("my bug [x]")\n'
+        "ValueError: my bug [x]\n"
+    )
+    verdict = Verdict(
+        status=Status.runtime_error, message="size=7 [large magnitudes]: ValueError: my bug [x]", target="cpu",
+        submission=SubmissionInfo(path="k.py", sha256="0" * 64), wall_seconds=1.0, errors=[trace],
+        tests=[TestResult(params={"size": 1}, shape="size=1 [large magnitudes]", passed=True, max_abs_error=0.0),
+               TestResult(params={"size": 7}, shape="size=7 [large magnitudes]", passed=False, message="ValueError: my bug [x]")],
+    )  # fmt: skip
+    out = io.StringIO()
+    render_verdict(verdict, Console(file=out, width=160))
+    text = out.getvalue()
+    assert "size=1 [large magnitudes]" in text and text.count("size=7 [large magnitudes]") == 2, text
+    assert "submission.py\", line 2, in custom_kernel" in text and "my bug [x]" in text
+    assert "on_call" not in text and "sandbox/runner" not in text
+
+
+def test_a_harness_trace_is_shown_whole() -> None:
+    """A trace with no frame of the candidate is the harness's own failure: nothing to trim."""
+    from sandbox.report import candidate_trace
+
+    trace = f'Traceback (most recent call last):\n  File "{ROOT}/sandbox/runner/main.py", line 9, in f\n    x()\nKeyError: 1'
+    assert candidate_trace(trace) == trace
+
+
+def test_off_a_terminal_lines_are_not_cut_at_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """In a pipe or a log, Rich's 80 columns cut the leaderboard to `kern…` and an empty rank column."""
+    from graph.progress import leaderboard_table
+    from graph.terminal import PIPE_WIDTH, make_console
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert make_console().width == PIPE_WIDTH
+    monkeypatch.setenv("COLUMNS", "100")
+    assert make_console().width == 100
+    archive = Archive(tmp_path / "a.sqlite")
+    for geo, origin in ((2616.0, "seed"), (2786.0, "tune")):
+        archive.add_kernel(KernelRecord(id="", generation=0, origin=origin, summary="CHUNK 4096; " * 20, source=origin,
+                                        sha256=sha256_text(origin), status="ok", geomean_us=geo, parents=["k0", "k12"],
+                                        geomean_ci_us=(2380.0, 2874.0), noisy=True))  # fmt: skip
+    for width in (PIPE_WIDTH, 120):
+        out = io.StringIO()
+        Console(file=out, width=width).print(leaderboard_table(archive, width=width))
+        header = next(line for line in out.getvalue().splitlines() if "kernel" in line)
+        assert "origin" in header and "vs PyTorch" in header and "summary" in header, out.getvalue()
+        assert re.search(r"│ 1 │ k0 ", out.getvalue()), out.getvalue()
+
+
+def test_a_resume_names_what_it_ignores_and_how_a_finished_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --resume RUN -g 5` used to run the old budget without a word."""
+    import graph.runs
+
+    handle = create_run(RunConfig(problem="vector_add"), tmp_path / "runs")
+    archive = Archive(handle.archive_path)
+    archive.set_meta("status", "finished")
+    archive.set_meta("stop_reason", "generation budget reached (1)")
+    archive.close()
+    monkeypatch.setattr(graph.runs, "build_context", lambda *a, **k: None)  # nothing is run: the notes come first
+    monkeypatch.setattr(graph.runs, "execute", lambda *a: {"stop_reason": "generation budget reached (1)"})
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    result = runner.invoke(app, ["run", "vector_add", "--resume", handle.run_id, "-g", "5", "--budget", "2", "--plain", *runs])
+    assert result.exit_code == 0, result.output
+    assert "PROBLEM, --generations, --budget ignored: a resumed run keeps its configuration" in result.output
+    assert "this run had finished (generation budget reached (1)); --more N runs N more generations" in result.output
+    plain = runner.invoke(app, ["run", "--resume", handle.run_id, "--plain", "-d", "vectorise", *runs])
+    assert "ignored" not in plain.output and "had finished" in plain.output
+
+
+def test_times_in_prompts_and_run_messages_have_no_e_notation() -> None:
+    from agents.views import KernelView, population_table, shape_table
+    from graph.experiment import duplicate_feedback
+
+    twin = KernelRecord(id="k3", generation=1, origin="tune", summary="CHUNK 4096", source="x", sha256="0",
+                        status="ok", geomean_us=11618.3)  # fmt: skip
+    view = KernelView(id="k3", parents=[], origin="tune", status="ok", summary="s", geomean_us=11618.3,
+                      benchmarks={"n=1": 21060.0, "n=2": 11618.3})  # fmt: skip
+    texts = [duplicate_feedback(twin), population_table([view]), shape_table(view, None, ("a", "b")),
+             shape_table(view, view, ("a", "b"))]  # fmt: skip
+    assert all("e+" not in text for text in texts), texts
+    assert "11618 µs" in texts[0] and "21060" in texts[1]
+
+
+def test_eval_progress_names_the_shape_under_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel that hangs on shape 3 showed "check shape 2 of 4" until the phase's limit."""
+    import graph.cli
+
+    out = io.StringIO()
+    monkeypatch.setattr(graph.cli, "console", Console(file=out, width=160))
+    progress = graph.cli.EvalProgress(None, tests=2, benchmarks=1)
+    for event in ({"phase": "check"}, {"shape_started": "n=1"}, {"progress": "check", "shape": "n=1"},
+                  {"shape_started": "n=2"}, {"progress": "check", "shape": "n=2"}, {"shape_started": "n=1 [big]"},
+                  {"phase": "time"}, {"shape_started": "n=8"}):  # fmt: skip
+        progress(event)
+    assert out.getvalue().splitlines() == [
+        "check…", "check shape 1 of 2: n=1", "check shape 2 of 2: n=2", "check shape 3: n=1 [big]", "time…",
+        "time shape 1 of 1: n=8",
+    ]
+
+
+def test_kb_stats_asks_chroma_where_the_file_is_not_as_expected(tmp_path: Path) -> None:
+    """No store yet (the primer must be loaded), or a file of another layout: None, so Chroma answers."""
+    import sqlite3
+
+    from knowledge.stats import read_stats
+
+    assert read_stats(tmp_path) is None
+    (tmp_path / "primer.json").write_text("{}")
+    with sqlite3.connect(tmp_path / "chroma.sqlite3") as conn:
+        conn.execute("CREATE TABLE other (x)")
+    assert read_stats(tmp_path) is None
+
+
+def test_kb_stats_starts_without_chroma() -> None:
+    code = "import sys, knowledge.cli, knowledge.stats; print('chromadb' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -60,6 +60,20 @@ def wait_for_open_file(pid: int, path: Path, timeout_s: float = 120.0) -> None:
     raise AssertionError(f"process {pid} never opened {path}")
 
 
+def wait_for_flock(pid: int, path: Path, timeout_s: float = 60.0) -> None:
+    """Until process `pid` holds a flock on `path` (/proc/locks names holder and inode): the event a
+    test waits for instead of sleeping a guess, which a loaded machine outlasts."""
+    inode = f":{path.stat().st_ino}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[4] == str(pid) and fields[5].endswith(inode):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never locked {path}")
+
+
 def probe(env: dict[str, str], code: str, *args: str) -> str:
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True)
     return out.stdout.strip()
@@ -94,7 +108,7 @@ def test_a_waiting_timing_also_keeps_the_standby_off(gpu3: dict[str, str]) -> No
 
     waiter = threading.Thread(target=second_timing)
     waiter.start()
-    time.sleep(0.2)  # the second timing now waits for the first
+    wait_for_flock(os.getpid(), lock_dir() / "gpu-3.busy")  # the second timing now wants the device
     standby = probe(gpu3, STANDBY_PROBE, "5", "0")
     waiter.join()
     holder.wait()

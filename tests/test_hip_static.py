@@ -60,6 +60,7 @@ def test_compiler_picks_an_mi300_target() -> None:
 
 
 @needs_clang
+@pytest.mark.slow  # starts a compiler
 def test_clang_compiles_for_gfx942_itself() -> None:
     assert CLANG is not None and CLANG.exact and CLANG.kind == "clang"
     built = hip.compile_device_asm(FP8_MFMA, name="mfma_fp8", toolchain=CLANG)
@@ -95,6 +96,7 @@ def test_isa_version_retargeting_changes_the_constant_only() -> None:
         amdgcn_libs.retarget_isa_version("no constant here", 9402)
 
 
+@pytest.mark.slow  # starts a compiler
 def test_without_clang_hipcc_takes_over_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     if HIPCC is None:
         pytest.skip(WHY_NO_HIPCC)
@@ -111,6 +113,7 @@ def test_without_clang_hipcc_takes_over_and_says_why(monkeypatch: pytest.MonkeyP
         hip.mi300_toolchain.cache_clear()
 
 
+@pytest.mark.slow  # starts a compiler
 @pytest.mark.parametrize("problem", sorted(SEEDS))
 def test_hip_seed_compiles_for_mi300_with_a_resource_report(problem: str) -> None:
     assert TOOLCHAIN is not None
@@ -154,6 +157,7 @@ def test_gfx942_and_gfx940_reports_agree_on_what_the_source_fixes(problem: str) 
         assert (a.shared_bytes, a.max_block_size, a.scratch_bytes) == (b.shared_bytes, b.max_block_size, b.scratch_bytes)
 
 
+@pytest.mark.slow  # starts a compiler
 def test_fp8_mfma_shows_in_assembly_and_report() -> None:
     assert TOOLCHAIN is not None
     built = hip.compile_device_asm(FP8_MFMA, name="mfma_fp8")
@@ -168,6 +172,7 @@ def test_fp8_mfma_shows_in_assembly_and_report() -> None:
     assert "v_mfma_f32_32x32x16_fp8_fp8" in report.summary()
 
 
+@pytest.mark.slow  # starts a compiler
 def test_scratch_use_is_reported() -> None:
     source = r"""
 __global__ void spill(const int* idx, float* out) {
@@ -183,6 +188,7 @@ __global__ void spill(const int* idx, float* out) {
     assert any("scratch" in note for note in k.notes)
 
 
+@pytest.mark.slow  # starts a compiler
 def test_compile_errors_point_at_the_submission(tmp_path: Path) -> None:
     seed = ROOT / "problems" / "vector_add" / "seeds" / "hip.py"
     text = seed.read_text().replace("a[i] + b[i]", "a[i] + missing[i]")
@@ -197,7 +203,7 @@ def test_compile_errors_point_at_the_submission(tmp_path: Path) -> None:
     assert "missing[i]" in text.splitlines()[first["line"] - 1]
 
 
-@pytest.mark.parametrize(
+@pytest.mark.parametrize(  # one compile stays in the fast loop: its smoke test of the toolchain
     "problem", [p if p == "fp8_blockscale_gemm" else pytest.param(p, marks=pytest.mark.slow) for p in sorted(SEEDS)]
 )
 def test_competition_form_source_with_torch_launcher_compiles(problem: str) -> None:
@@ -211,6 +217,7 @@ def test_competition_form_source_with_torch_launcher_compiles(problem: str) -> N
     assert len(report.kernels) == KERNELS[problem]
 
 
+@pytest.mark.slow  # starts a compiler
 def test_reports_are_cached() -> None:
     seed = ROOT / "problems" / "softmax" / "seeds" / "hip.py"
     first = analyze_submission(seed, "hip")

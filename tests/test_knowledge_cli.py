@@ -93,6 +93,18 @@ def test_stats(store: Path) -> None:
     assert code == 0 and "5 sources" in out
 
 
+def test_stats_read_from_the_file_equal_chromas(store: Path) -> None:
+    """`kb stats` reads Chroma's SQLite file itself (no Chroma import); the figures are Chroma's."""
+    from knowledge import Finding, KnowledgeBase
+    from knowledge.stats import read_stats
+
+    kb = KnowledgeBase(store, primer=False)
+    kb.add_finding(Finding(hypothesis="wider loads", change="float4", kernel_id="k1", problem="softmax", target="amd"))
+    direct = read_stats(store.resolve())
+    assert direct is not None and direct.findings == 1
+    assert direct == kb.stats()
+
+
 def test_remove(docs: Path, store: Path) -> None:
     code, out = invoke("remove", str(docs / "tma.md"), "--store", str(store))
     assert code == 0 and "1 sources removed" in out

@@ -81,6 +81,7 @@ def test_moe_reference_matches_a_token_by_token_layer() -> None:
         assert torch.allclose(got[t], expected, rtol=2e-2, atol=1e-2), t
 
 
+@pytest.mark.slow  # builds the C++ seeds
 @pytest.mark.parametrize("name", ["mla_decode", "moe"])
 def test_cpu_seed_matches_the_reference_and_a_wrong_output_fails(name: str) -> None:
     spec = _bound(name)

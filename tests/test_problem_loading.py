@@ -176,6 +176,15 @@ def test_kernelbench_shapes_are_told_apart_by_their_seed() -> None:
     assert labels == ["seed=42", "seed=1234", "seed=7"]
 
 
+def test_a_problem_without_seeds_says_what_to_give() -> None:
+    """`eval FILE` on a KernelBench file said "no seed for 'cpu' (seeds: none)"."""
+    spec = load_problem(FIXTURES / "kernelbench" / "linear_relu.py")
+    with pytest.raises(ProblemError, match=r"no seed kernel: give a file that defines class ModelNew .*--seed"):
+        spec.seed_for("cpu")
+    with pytest.raises(ProblemError, match=r"vector_add has no seed for 'cpu:cutlass' \(seeds: cpu, "):
+        load_problem("vector_add").seed_for("cpu", "cutlass")
+
+
 def test_unknown_problem_lists_bundled_ones() -> None:
     with pytest.raises(ProblemError, match="bundled: .*vector_add"):
         load_problem("no_such_problem")

@@ -200,6 +200,7 @@ def test_compare_times_both_kernels_again(run: tuple[RunHandle, Archive]) -> Non
     compared = runner.invoke(app, args, env={"COLUMNS": "160"})
     assert compared.exit_code == 0, compared.output
     assert "re-timed now, 0.1 s per shape each" in compared.output
+    assert f"kernel-scientist verify {handle.run_id} {best.id} --against {seed.id}" in compared.output
     # Every benchmark shape has a fresh median for both and a ratio (not "-").
     for shape in seed.benchmarks:
         row = next(line for line in compared.output.splitlines() if line.strip(" │|").startswith(shape))
