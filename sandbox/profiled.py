@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import rocprof, roctx
-from sandbox.summary import summarise, summarise_benchmarks
+from sandbox.summary import num, summarise, summarise_benchmarks
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _measured(durations: list[float], reps: int | None, events_median: float | N
         return f"{label}: a named call has no kernel"
     median = statistics.median(durations)
     if events_median and median < MIN_SHARE_OF_EVENTS * events_median:
-        return f"{label}: kernels sum to {median:.2f} µs, under half the events' {events_median:.2f} µs"
+        return f"{label}: kernels sum to {num(median)} µs, under half the events' {num(events_median)} µs"
     return None
 
 
@@ -92,7 +92,7 @@ def apply_trace(result: dict[str, Any], trace_dir: Path, profiler: tuple[str, st
             continue
         median = statistics.median(calls)
         if entry.get("sol_us") and median < entry["sol_us"]:
-            problems.append(f"{shape}: the trace's {median:.2f} µs is under the speed of light")
+            problems.append(f"{shape}: the trace's {num(median)} µs is under the speed of light")
             continue
         stats = summarise(calls).to_dict()
         update: dict[str, Any] = dict(stats)

@@ -201,13 +201,13 @@ class Evaluation:
                         f"the library code this problem forbids; mapped from {sampled.describe_hidden()}")
         if self.mode == "check":
             self.finish("ok", "all tests passed (timing skipped)")
-        from sandbox.summary import summarise_benchmarks
+        from sandbox.summary import num, summarise_benchmarks
 
         self.result["summary"] = summarise_benchmarks(self.result["benchmarks"])
         if self.result["summary"].get("paired"):
             self.result["summary"]["paired"]["base"] = str(self.request.get("paired_with"))
         geo = self.result["summary"]["geomean_us"]
-        self.finish("ok", f"all {len(problem.tests)} tests passed; geomean {geo:.2f} µs" if geo else "ok")
+        self.finish("ok", f"all {len(problem.tests)} tests passed; geomean {num(geo)} µs" if geo else "ok")
 
     def _device(self) -> str:
         from sandbox.judge.main import _device_for
@@ -362,6 +362,7 @@ class Evaluation:
     def _time_shapes(self, problem: Any, calibrations: dict[str, Any], device: str, policy: Any, profile: Any,
                      margin: float) -> None:
         from sandbox.integrity import IntegrityViolation
+        from sandbox.summary import num
 
         assert self.judge is not None
         for params in problem.benchmarks:
@@ -399,7 +400,7 @@ class Evaluation:
             self.events.send(progress="time", shape=label, median_us=median)
             # Datasheet peaks bound every GPU kernel; the CPU's ceilings are estimates caches can beat.
             if self.target != "cpu" and sol_us and median * margin < sol_us:
-                self.reject("faster-than-light", f"{median:.2f} µs is under the speed of light ({sol_us:.2f} µs): "
+                self.reject("faster-than-light", f"{num(median)} µs is under the speed of light ({num(sol_us)} µs): "
                             "the result cannot be real", label)
 
 
