@@ -447,10 +447,18 @@ class RunTools:
         kb = self.knowledge() if self.knowledge else None
         if kb is None:
             return "the knowledge base is not available"
-        hits = kb.search(args.query, k=args.k, target=VENDOR.get(self.handle.config.target))
+        target = VENDOR.get(self.handle.config.target)
+        hits = kb.search(args.query, k=args.k, target=target)
+        elsewhere = ""
+        if not hits and target:
+            # A question names its own subject (LDS banks in a CPU run's chat): the run's target
+            # comes first, the rest of the literature when it has nothing.
+            hits = kb.search(args.query, k=args.k)
+            elsewhere = f"\n\n(nothing for this run's target, {target}: these come from other targets' literature)"
         if not hits:
             return f"nothing found for {args.query!r}"
-        return "\n\n".join(f"[S{i}] {h.citation()}\n{h.text.strip()[:900]}" for i, h in enumerate(hits, 1))
+        found = "\n\n".join(f"[S{i}] {h.citation()}\n{h.text.strip()[:900]}" for i, h in enumerate(hits, 1))
+        return found + elsewhere
 
     # -- acting ----------------------------------------------------------------------------------
 

@@ -437,6 +437,8 @@ def test_knowledge_search_answers_cite_their_source(mixed: tuple[RunHandle, Arch
     turn = ChatSession(handle, archive, model, knowledge=lambda: kb).ask("How do I avoid LDS bank conflicts?")
     output = turn.tools[0].output
     assert output.startswith("[S1] ") and "LDS bank conflicts" in output and "32 banks" in output
+    # The run is on the CPU and the notes are AMD's: the run's target had nothing, and the answer says so.
+    assert handle.config.target == "cpu" and "other targets' literature" in output
     source = kb.search("LDS bank conflicts padding", k=1)[0].citation()
     assert f"[S1] ({source})" in turn.text and turn.ungrounded == []
 
