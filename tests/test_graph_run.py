@@ -64,6 +64,13 @@ def test_scripted_run_improves_the_seed(tmp_path: Path) -> None:
     # The Critic's finding is stored with the numbers the sandbox measured.
     (finding,) = archive.findings()
     assert finding["kernel_id"] == best.id and finding["measured_speedup"] > 1.2 and finding["by"] == "llm"
+    # Its separate timing claimed a gain, so it was timed beside its base before the Critic explained
+    # it, and the finding's figure is that side-by-side one.
+    paired = archive.get_step(f"{finding['experiment_id']}/side-by-side")
+    assert paired is not None and paired["difference"] == "faster", paired
+    assert finding["measured_speedup"] == pytest.approx(paired["ratio"])
+    explain_prompt = models["critic"].requests[-1].text
+    assert "timed side by side with the base" in explain_prompt
     out = tmp_path / "best.py"
     export_kernel(archive, out, "cpu", leaderboard="softmax")
     assert out.read_text().startswith("#!POPCORN leaderboard softmax\n")
