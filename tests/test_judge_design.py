@@ -228,7 +228,9 @@ def test_the_runner_starts_inside_bubblewrap_with_the_reference_hidden(tmp_path:
         pytest.skip(f"no isolation here: {isolation.probe().reason}")
     reference = tmp_path / "reference.py"
     reference.write_text("SECRET = 1\n")
-    command = isolation.command(["python3"], env={"PATH": "/usr/bin"}, readable=[tmp_path], hidden=[reference], gpu=False)
+    # The project is readable wherever it was cloned (under /tmp too, where it is bound back in).
+    command = isolation.command(["python3"], env={"PATH": "/usr/bin"}, readable=[tmp_path, ROOT], hidden=[reference],
+                                gpu=False)
     joined = " ".join(command)
     for flag in ("--ro-bind / /", "--tmpfs /tmp", "--unshare-pid", "--unshare-net", "--die-with-parent", "--cap-drop ALL"):
         assert flag in joined, flag
