@@ -41,7 +41,6 @@ from graph.runs import RunHandle
 log = logging.getLogger(__name__)
 
 Launcher = Callable[[RunHandle, Archive], str]  # starts the run's process; returns what it did
-VENDOR = KNOWLEDGE_TAG
 
 
 class NoArgs(BaseModel):
@@ -447,7 +446,7 @@ class RunTools:
         kb = self.knowledge() if self.knowledge else None
         if kb is None:
             return "the knowledge base is not available"
-        target = VENDOR.get(self.handle.config.target)
+        target = KNOWLEDGE_TAG.get(self.handle.config.target)
         hits = kb.search(args.query, k=args.k, target=target)
         elsewhere = ""
         if not hits and target:

@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 # on a shared machine is about this size.
 MIN_IMPROVEMENT = 0.005
 
-VENDOR = KNOWLEDGE_TAG
-
 
 class SeedFailed(RuntimeError):
     pass
@@ -176,7 +174,7 @@ def literature_context(kb: Any, view: ProblemView, base: KernelView, directives:
     log.info("literature query: %s", query)
     try:
         return str(kb.research_context(
-            query, target=VENDOR.get(view.target), problem=view.name, findings_target=view.target
+            query, target=KNOWLEDGE_TAG.get(view.target), problem=view.name, findings_target=view.target
         ).to_prompt())
     except Exception as exc:
         log.warning("knowledge retrieval failed: %s", exc)

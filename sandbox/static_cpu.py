@@ -12,6 +12,7 @@ Worker side: the standard library only.
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -22,9 +23,8 @@ from pathlib import Path
 from sandbox.static_analysis import extract_kernel_source
 
 CPU_CONSTANTS = ("SOURCE", "CPP_SRC", "CPP_SOURCE", "CPU_SRC", "KERNEL_SRC", "SRC")
-# What the build compiles with (sandbox/native.py), less linking: the report is about that code.
-_FLAGS = ["-O3", "-march=native", "-std=c++17", "-fPIC", "-fopenmp", "-c", "-o", "/dev/null",
-          "-fopt-info-vec-optimized", "-fopt-info-vec-missed"]
+# GCC's remarks on what its vectoriser did and did not do, added to the build's own flags.
+_REMARK_FLAGS = ["-c", "-o", "/dev/null", "-fopt-info-vec-optimized", "-fopt-info-vec-missed"]
 _REMARK = re.compile(r"^[^:\s]+\.cpp:(\d+):(\d+): (optimized|missed): (.*)$")
 _MAX_LOOPS = 12
 # A loop written with SIMD intrinsics is vector code already, which GCC's auto-vectoriser reports as a
@@ -103,7 +103,7 @@ def _mark_intrinsics(loops: list[Loop], source: str) -> None:
         loop.intrinsics = bool(_INTRINSICS.search(near))
 
 
-def analyze_cpu_submission(path: str | Path, compiler: str = "g++") -> VectorReport:
+def analyze_cpu_submission(path: str | Path) -> VectorReport:
     """The vectorisation report of a Python submission's native source (`CPU_CONSTANTS`)."""
     path = Path(path)
     try:
@@ -113,9 +113,10 @@ def analyze_cpu_submission(path: str | Path, compiler: str = "g++") -> VectorRep
     found = extract_kernel_source(text, CPU_CONSTANTS, file=path.name, marker='extern "C"')
     if found is None:
         return VectorReport("no_source", note='no module-level string with an extern "C" function')
-    if shutil.which(compiler) is None:
-        return VectorReport("unavailable", note=f"{compiler} is not installed")
-    remarks = _compile(found.text, compiler)
+    command = _command()
+    if shutil.which(command[0]) is None:
+        return VectorReport("unavailable", note=f"{command[0]} is not installed")
+    remarks = _compile(found.text, tuple(command))
     if remarks is None:
         return VectorReport("compile_error", note="the source did not compile with the build's flags")
     loops = parse_remarks(remarks)
@@ -126,15 +127,25 @@ def analyze_cpu_submission(path: str | Path, compiler: str = "g++") -> VectorRep
     return VectorReport("ok", loops)
 
 
-def _compile(source: str, compiler: str) -> str | None:
-    """GCC's remarks on the source, compiled in the candidate's sandbox; None if it did not compile."""
+def _command() -> list[str]:
+    """The build's own compiler and flags (sandbox/native.py), compiling to an object, with remarks."""
+    from sandbox.native import _toolchain
+
+    chain = _toolchain("cpp", [], openmp=True)
+    return [chain.compiler, *(f for f in chain.flags if f != "-shared"), *_REMARK_FLAGS]
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(source: str, command: tuple[str, ...]) -> str | None:
+    """GCC's remarks on the source, compiled in the candidate's sandbox; None if it did not compile.
+    Kept per source: the Critic's review and its explanation ask about the same kernel."""
     from sandbox.judge.isolation import compiler_command
 
     with tempfile.TemporaryDirectory(prefix="ks-vec-") as work:
         (Path(work) / "kernel.cpp").write_text(source)
-        command = compiler_command([compiler, *_FLAGS, "kernel.cpp"], Path(work))
+        wrapped = compiler_command([*command, "kernel.cpp"], Path(work))
         try:
-            proc = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
+            proc = subprocess.run(wrapped, cwd=work, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
     return proc.stderr if proc.returncode == 0 else None

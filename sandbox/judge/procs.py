@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The judge's own children that are not a runner's doing (a runner's top process, perf): every
@@ -90,8 +91,6 @@ def cpu_seconds(pids: list[int]) -> float:
     never counted twice (a process's time moves to its parent when reaped). Nanoseconds matter: a
     batch of calls lasts a few ticks, and the judge compares what the runner's processes used in it
     with what the runner reported (sandbox/judge/timed.py)."""
-    import time
-
     seconds = 0.0
     for pid in pids:
         fields = _stat_fields(pid)

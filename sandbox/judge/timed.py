@@ -205,9 +205,10 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
         if len(calls) < len(batch.items) or not all(c.ok for c in calls):
             raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
-            overheads.append(max(0.0, rtt - sum(c.reported_us for c in calls)))
+            reported = sum(c.reported_us for c in calls)
+            overheads.append(max(0.0, rtt - reported))
             if judge.session.batch_cpu_us is not None:
-                cpu_overheads.append(max(0.0, judge.session.batch_cpu_us - sum(c.reported_us for c in calls)))
+                cpu_overheads.append(max(0.0, judge.session.batch_cpu_us - reported))
         # On a GPU, the same motions as between timed batches (a check, the switch back), so that
         # what they leave behind (cold clocks, the other context) is in the overhead too.
         if judge.device != "cpu":
