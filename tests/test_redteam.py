@@ -162,7 +162,10 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
                                            # A fifth of its time: rejected on a quiet host; on a loaded one
                                            # the round trips' noise can hide it, and the judge's clocks
                                            # give the figure (docs/BENCHMARKS.md, the CPU bound on a loaded host).
-                                           ("vector_add", "rt_channel_underreport")])
+                                           ("vector_add", "rt_channel_underreport"),
+                                           # The same, with every no-op batch slowed once it is loaded,
+                                           # against the judge's second calibration.
+                                           ("vector_add", "rt_channel_slow_noop_underreport")])
 def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem: str, name: str) -> None:
     # Beyond the bound's allowance a runner's figure is rejected; inside it (or where the host's noise
     # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it
