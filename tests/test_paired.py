@@ -27,12 +27,15 @@ def _paired(candidate: Path, base: Path) -> object:
 
 
 @pytest.mark.slow
-def test_a_kernel_three_times_faster_than_its_base_is_measured_faster(tmp_path: Path) -> None:
-    verdict = _paired(_kernel(tmp_path, 1), _kernel(tmp_path, 3))
+def test_a_kernel_with_a_fifth_of_its_bases_work_is_measured_faster(tmp_path: Path) -> None:
+    # Five passes against one: the small shape's later passes run from the cache, so the true ratio
+    # there is about 2.5 (4.3 on the large shape); three passes made it 1.6 to 2.1 on an idle host,
+    # which a loaded CI host pushed under the bar.
+    verdict = _paired(_kernel(tmp_path, 1), _kernel(tmp_path, 5))
     assert verdict.status is Status.ok, verdict.message
     for bench in verdict.benchmarks:
         assert bench.paired is not None and bench.paired.error is None, bench.paired
-        # Three times the work: the median ratio shows it; with few rounds the interval is their whole range.
+        # The median ratio shows it; with few rounds the interval is their whole range.
         assert bench.paired.ratio is not None and bench.paired.ratio > 1.5, bench.paired
         assert bench.paired.ratio_ci is not None and bench.paired.ratio_ci[0] > 1.0, bench.paired
         assert bench.paired.reference_median_us, "the reference is timed in the same rounds"
@@ -75,21 +78,21 @@ def test_a_run_crowns_a_new_leader_only_when_the_side_by_side_timing_confirms_it
     evaluator = RunEvaluator.for_run(archive, tmp_path, load_problem("vector_add", "cpu").path, "cpu",
                                      SandboxSettings(timing_budget_s=0.6))
     kernels = {}
-    for repeat in (1, 3):
+    for repeat in (1, 5):
         source = _kernel(tmp_path, repeat).read_text()
         kernels[repeat] = KernelRecord(id=f"k{repeat}", generation=0, origin="seed", summary="", source=source,
                                        sha256=sha256_text(source), status="ok", experiment_id="x")
     try:
-        verdict = evaluator.verify(kernels[1], kernels[3])
+        verdict = evaluator.verify(kernels[1], kernels[5])
     finally:
         evaluator.close()
-    check = verify.from_verdict(verdict, kernels[1], kernels[3], str(tmp_path))
+    check = verify.from_verdict(verdict, kernels[1], kernels[5], str(tmp_path))
     assert check.confirmed, check.describe()
     assert check.ratio_ci is not None and check.ratio_ci[0] > 1.1
-    assert check.command.endswith("k1 --against k3")
+    assert check.command.endswith("k1 --against k5")
     verify.record(archive, check)
-    assert verify.known(archive, kernels[1], kernels[3]) == check
-    assert verify.known(archive, kernels[3], kernels[1]) is None  # the pair has an order
+    assert verify.known(archive, kernels[1], kernels[5]) == check
+    assert verify.known(archive, kernels[5], kernels[1]) is None  # the pair has an order
 
 
 def test_fresh_judges_rounds_are_pooled_per_shape_into_one_interval() -> None:
