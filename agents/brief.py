@@ -17,11 +17,13 @@ import yaml
 from agents.prompts import PROMPTS_DIR
 from agents.views import ProblemView
 
-# Which parts of the brief each role reads.
+# Which parts of the brief each role reads. "shapes" holds the benchmark shapes with their roofline
+# (FLOPs, bytes, speed of light, cache fit), for the roles that judge what bounds a kernel;
+# "shape_names" the same shapes by name, for the Coder, who carries out a plan already aimed.
 ROLE_PARTS: dict[str, tuple[str, ...]] = {
     "selector": ("hardware",),
     "researcher": ("hardware", "build", "shapes", "tolerance"),
-    "coder": ("hardware", "build", "shapes", "tolerance"),
+    "coder": ("hardware", "build", "shape_names", "tolerance"),
     "critic_review": ("hardware", "build", "shapes", "tolerance"),
     "critic_explain": ("hardware", "shapes"),
 }
@@ -40,11 +42,14 @@ def target_brief(problem: ProblemView, role: str) -> str:
         blocks.append(f"Hardware:\n{problem.hardware}")
     if "build" in parts and problem.build:
         blocks.append(f"Build: {problem.build}")
-    if "shapes" in parts:
-        if problem.test_shapes:
-            blocks.append(f"Test shapes (checked for correctness): {problem.test_shapes}")
-        if problem.roofline:
-            blocks.append(f"Benchmark shapes (timed; roofline):\n{problem.roofline}")
+    if ("shapes" in parts or "shape_names" in parts) and problem.test_shapes:
+        blocks.append(f"Test shapes (checked for correctness): {problem.test_shapes}")
+    if "shapes" in parts and problem.roofline:
+        blocks.append(f"Benchmark shapes (timed; roofline):\n{problem.roofline}")
+    elif "shape_names" in parts and (problem.benchmark_shapes or problem.roofline):
+        # A view built before the names were kept (a resumed run) still has them in its roofline.
+        names = problem.benchmark_shapes or "; ".join(line.split(":")[0].lstrip("- ") for line in problem.roofline.splitlines())
+        blocks.append(f"Benchmark shapes (timed): {names}")
     if "tolerance" in parts and problem.tolerance:
         blocks.append(f"Tolerance: {problem.tolerance}")
     return "\n".join(blocks)

@@ -22,6 +22,7 @@ class ProblemView(BaseModel):
     roofline: str = ""  # per benchmark shape: FLOPs, bytes, speed of light, cache fit
     build: str = ""  # the exact build command a submission's kernel gets
     test_shapes: str = ""  # the shapes checked for correctness
+    benchmark_shapes: str = ""  # the shapes timed, by name only (the roofline holds them with their figures)
     tolerance: str = ""  # how close to the reference an output must be
     bottleneck: str = ""  # what bounds the benchmark shapes, in a few words (the literature query's)
 

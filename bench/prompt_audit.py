@@ -92,13 +92,27 @@ PLAN = ExperimentPlan(
 )
 
 
+# Which kernels the fixture run holds: "seed", the bundled seed and a base one tunable away from it;
+# "grown", a run a generation on (CPU only), whose base is a 3.4 KB leader one tunable away from its
+# reference, the case where printing both in full doubled the code a Researcher read. The leader is a
+# kernel a model wrote in a relay run of the project (2026-11-25), kept as it was.
+FIXTURES = ("seed", "grown")
+GROWN = Path(__file__).parent / "fixtures" / "softmax_grown_cpu.py"
+FIXTURE = "seed"  # set by main()
+
+
+def _with_tunable(source: str) -> str:
+    return source.replace("SOURCE = r\"\"\"", "SOURCE = r\"\"\"\n// @tunable UNROLL: 1, 2, 4, 8\n#define UNROLL 4", 1)
+
+
 def _fixture_sources(target: str) -> tuple[str, str, str]:
-    """Seed, base (the seed with one tunable declared and changed) and a candidate (one more line)."""
+    """The reference (the seed, or the grown leader), the base (the same with one tunable declared
+    and set) and a candidate (one more line)."""
     problem = load_problem("softmax", target)
-    seed = problem.seed_for(target).read_text()
-    base = seed.replace("SOURCE = r\"\"\"", "SOURCE = r\"\"\"\n// @tunable UNROLL: 1, 2, 4, 8\n#define UNROLL 4", 1)
+    reference = GROWN.read_text() if FIXTURE == "grown" else problem.seed_for(target).read_text()
+    base = _with_tunable(reference)
     candidate = base.replace("#define UNROLL 4", "#define UNROLL 4\n#define FUSED_PASSES 1", 1)
-    return seed, base, candidate
+    return reference, base, candidate
 
 
 def _population(target: str) -> list[KernelView]:
@@ -283,9 +297,13 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--fixture", choices=FIXTURES, default="seed",
+                        help="the run's kernels: the bundled seeds, or a grown CPU leader (CPU only)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    rows = audit("cpu") + audit("cuda")
+    global FIXTURE
+    FIXTURE = args.fixture
+    rows = audit("cpu") + (audit("cuda") if args.fixture == "seed" else [])
     sys.stdout.write(table(rows) + "\n")
     for r in rows:
         if "literature" in r:

@@ -44,6 +44,7 @@ def problem_view(
         bottleneck=bottleneck(seed_verdict, profile, fits),
         build=build_command(config.target),
         test_shapes="; ".join(problem.shape_label(p) for p in problem.tests),
+        benchmark_shapes="; ".join(problem.shape_label(p) for p in problem.benchmarks),
         tolerance=tolerance_text(problem),
     )
 
@@ -114,7 +115,7 @@ def reconcile_description(description: str, fits: list[bool]) -> str:
     where = "every benchmark shape fits" if all(fits) else "some benchmark shapes fit"
     return _BANDWIDTH_CLAIM.sub(
         lambda m: f"would be {m.group(0).split(None, 1)[1]} if its data streamed from DRAM (on this target "
-        f"{where} in cache, see the roofline)",
+        f"{where} in cache)",
         description,
     )
 

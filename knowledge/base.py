@@ -354,10 +354,12 @@ class KnowledgeBase:
     ) -> ResearchContext:
         """Literature and earlier findings for the Researcher, in one call.
         `target` filters literature (amd/nvidia/cpu); `findings_target` and `problem` filter findings.
-        Literature below `min_similarity` is left out: none relevant is an answer the prompt states."""
+        Literature below `min_similarity` is left out, and so is a document's bare opening (Hit.hollow):
+        none relevant is an answer the prompt states."""
+        hits = self.search(query, k=k, target=target, min_similarity=min_similarity)
         return ResearchContext(
             query=query,
-            literature=self.search(query, k=k, target=target, min_similarity=min_similarity),
+            literature=[hit for hit in hits if not hit.hollow],
             findings=self.search_findings(query, k=k_findings, problem=problem, target=findings_target),
         )
 

@@ -22,6 +22,10 @@ def _precise_now() -> str:
     return utc_now("microseconds")
 
 
+# An excerpt this short under a document's title alone is its opening, not its content (Hit.hollow).
+HOLLOW_CHARS = 300
+
+
 class Hit(BaseModel):
     """One retrieved chunk of literature, with what is needed to cite it."""
 
@@ -47,6 +51,20 @@ class Hit(BaseModel):
 
     def citation(self) -> str:
         return f"{self.source} § {self.section}" if self.section else f"{self.source} § {self.title}"
+
+    @property
+    def hollow(self) -> bool:
+        """A document's opening lines under its title alone (what the document is, not what it
+        teaches): it matches a query through the title's words and fills a slot with nothing."""
+        return len(self.section_path) <= 1 and len(self.text.strip()) < HOLLOW_CHARS
+
+    def excerpt(self, max_chars: int) -> str:
+        """The text up to `max_chars`, ending at a whole line (a bullet cut mid-word reads as a
+        different claim), marked where something was left out."""
+        if len(self.text) <= max_chars:
+            return self.text
+        cut = self.text.rfind("\n", 0, max_chars)
+        return self.text[: cut if cut > max_chars // 2 else max_chars].rstrip() + "\n[...]"
 
 
 class FileResult(BaseModel):
@@ -159,7 +177,7 @@ class ResearchContext(BaseModel):
         if not self.literature:
             parts.append("No relevant literature found for this question (no excerpt passed the relevance floor).")
         for i, hit in enumerate(self.literature, 1):
-            parts.append(f"[{i}] {hit.citation()}\n{hit.text[:max_chars_per_hit]}")
+            parts.append(f"[{i}] {hit.citation()}\n{hit.excerpt(max_chars_per_hit)}")
         parts.append("## Findings from earlier experiments")
         if not self.findings:
             parts.append("(none yet)")

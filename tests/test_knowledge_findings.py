@@ -106,6 +106,26 @@ def test_research_context_brings_both(kb: KnowledgeBase) -> None:
     json.loads(context.model_dump_json())  # serialisable for the graph state
 
 
+def test_an_excerpt_ends_at_a_whole_line_and_a_bare_opening_is_no_excerpt() -> None:
+    from knowledge.models import Hit, ResearchContext
+
+    def hit(text: str, section: str) -> Hit:
+        return Hit(chunk_id="c", text=text, source="primer:x.md", title="X", section=section, kind="md",
+                   targets=["cpu"], score=1.0)
+
+    long = hit("\n".join(f"- bullet {i}: " + "word " * 20 for i in range(30)), "X > Caches")
+    excerpt = long.excerpt(1500)
+    assert len(excerpt) <= 1500 + 6 and excerpt.endswith("\n[...]")
+    assert all(line.startswith("- bullet") and line.rstrip().endswith("word") for line in excerpt.splitlines()[:-1])
+    assert hit("short", "X > Caches").excerpt(1500) == "short"
+    prompt = ResearchContext(query="q", literature=[long], findings=[]).to_prompt()
+    assert excerpt in prompt and long.text not in prompt
+    # The document's title and its opening lines: hollow. A short section deeper in: not.
+    assert hit("Written by the project as a starting point.", "X").hollow
+    assert not hit("Written by the project as a starting point.", "X > Caches").hollow
+    assert not hit("- a fact\n" * 60, "X").hollow
+
+
 def test_render_states_expected_and_measured() -> None:
     text = FINDINGS[2].render()
     assert "Expected speed-up: not stated; measured: none (status build_error)" in text

@@ -34,7 +34,8 @@ def view(target: str = "cpu") -> ProblemView:
         name="softmax", target=target, description="Row softmax.", reference_code="def ref_kernel(d): ...",
         hardware="- CPU Test CPU\n- instruction set: avx2 fma" if target == "cpu" else "- h100 (sm_90a): 132 SMs",
         roofline="- rows=8, cols=8: speed of light 1 µs", build="g++ -O3 -march=native",
-        test_shapes="rows=1, cols=1; rows=7, cols=33", tolerance="rtol 1e-05, atol 1e-06",
+        test_shapes="rows=1, cols=1; rows=7, cols=33", benchmark_shapes="rows=8, cols=8",
+        tolerance="rtol 1e-05, atol 1e-06",
     )
 
 
@@ -111,6 +112,17 @@ def test_coder_gets_the_reference_only_for_a_plan_that_uses_it_and_as_a_diff() -
     text = model.requests[-1].text
     assert "Reference kernel k0 (as a diff against k1)" in text and "+line twenty" in text
     assert text.count("line 35") == 1  # the base once; the reference only as its diff
+
+
+def test_the_coder_reads_the_benchmark_shapes_by_name_and_the_researcher_with_their_roofline() -> None:
+    from agents.brief import target_brief
+
+    coder, researcher = target_brief(view(), "coder"), target_brief(view(), "researcher")
+    assert "Benchmark shapes (timed): rows=8, cols=8" in coder and "speed of light" not in coder
+    assert "rows=8, cols=8: speed of light 1 µs" in researcher and "cols=33" in coder and "cols=33" in researcher
+    # A view from before the names were kept still names them, from its roofline.
+    old = view().model_copy(update={"benchmark_shapes": ""})
+    assert "Benchmark shapes (timed): rows=8, cols=8" in target_brief(old, "coder")
 
 
 def test_researcher_prompt_has_no_empty_blocks_and_explains_tunables() -> None:
