@@ -82,9 +82,12 @@ class Researcher:
         context: str,
         directives: list[str],
         picks: int = 3,
+        base_report: str = "",
     ) -> Outcome[ResearchPlan] | None:
         """The full reply with `plans` reduced to the picks; None without an LLM or a usable reply
-        (the error is logged and the caller falls back to the Tuner)."""
+        (the error is logged and the caller falls back to the Tuner). `base_report` is the base's
+        static report (which loops were vectorised on a CPU; registers, spills and occupancy on a
+        GPU): a plan to vectorise a loop the compiler already vectorised is a wasted experiment."""
         if self.llm is None:
             return None
         form, reference_source = as_diff_or_whole(base.source, reference.source, (base.id, reference.id)) \
@@ -98,6 +101,7 @@ class Researcher:
             base_id=base.id,
             base_time=base.time_text(),
             base_source=base.source,
+            base_report=base_report,
             reference_id=reference.id if reference else "",
             reference_time=reference.time_text() if reference else "",
             reference_form=form,

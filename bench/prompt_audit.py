@@ -190,6 +190,20 @@ def _context(target: str, view: ProblemView, base: KernelView, directives: list[
         return literature_context(kb, view, base, directives)
 
 
+def _base_report(target: str, source: str) -> str:
+    """The base's static report as the graph gives it to the Researcher: on the CPU the vectorisation
+    report of this machine's compiler; on a GPU the verdict's (none here: no GPU toolchain is assumed)."""
+    if target != "cpu":
+        return ""
+    from sandbox.static_cpu import analyze_cpu_submission
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "base.py"
+        path.write_text(source)
+        report = analyze_cpu_submission(path)
+        return report.summary() if report.status != "no_source" else ""
+
+
 def _reply(role: str) -> dict[str, Any]:
     if role == "selector":
         return {"base_id": "k1", "reference_id": "k0", "reason": "fastest"}
@@ -228,7 +242,8 @@ def render_prompts(target: str) -> dict[str, str]:
 
     llm, model = _llm("researcher")
     context = _context(target, view, base, directives)
-    Researcher(llm).design(view, base, seed, context, directives, picks=3)
+    report = {"base_report": _base_report(target, base.source)} if _accepts(Researcher.design, "base_report") else {}
+    Researcher(llm).design(view, base, seed, context, directives, picks=3, **report)
     prompts["researcher"] = _text(model)
 
     llm, model = _llm("coder")

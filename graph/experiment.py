@@ -279,14 +279,12 @@ def _explain(
         candidate_view = ctx.kernel_view(kernel)
         diff = unified_diff(base.source, kernel.source)
     assert candidate_view is not None
-    static = ctx.archive.kernel_static(kernel.id) if kernel else None
     outcome = RunOutcome(
         candidate=candidate_view,
         base=base_view,
         errors=candidate_view.message,
         paired=side_by_side(ctx, spec, kernel, base) if kernel is not None and twin is None else None,
-        resources=_static_summary(static) or (resource_report(ctx, kernel.source)
-                                               if kernel and ctx.config.target == "cpu" else ""),
+        resources=kernel_report(ctx, kernel) if kernel else "",
         diff=diff,
     )
     siblings = sibling_outcomes(ctx, spec)
@@ -368,6 +366,15 @@ def side_by_side(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord, ba
         log.info("%s: not measured side by side: %s", spec["id"], stored.get("reason") or stored.get("status"))
         return None
     return SideBySide(float(ratio), (float(ci[0]), float(ci[1])), str(stored.get("difference")))
+
+
+def kernel_report(ctx: RunContext, kernel: KernelRecord) -> str:
+    """A kept kernel's static report as the roles read it: its verdict's (a GPU target's registers,
+    spills, occupancy), or on the CPU the vectorisation report of its source ('' when neither)."""
+    summary = _static_summary(ctx.archive.kernel_static(kernel.id))
+    if summary or ctx.config.target != "cpu":
+        return summary
+    return resource_report(ctx, kernel.source)
 
 
 def _static_summary(static: Any) -> str:

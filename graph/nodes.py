@@ -16,7 +16,7 @@ from graph import control, verify
 from graph.archive import KernelRecord
 from graph.config import KNOWLEDGE_TAG
 from graph.context import RunContext
-from graph.experiment import run_experiment
+from graph.experiment import kernel_report, run_experiment
 from graph.problem_view import problem_view
 from graph.state import ExperimentSpec, RunState
 from graph.tuner import frozen_reasons, tune_plans
@@ -145,7 +145,8 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
             f"g{generation}/researcher",
             ResearchPlan,
             lambda: ctx.researcher.design(
-                ctx.view, base_view, ctx.kernel_view(reference), context, directives, picks=config.parallel
+                ctx.view, base_view, ctx.kernel_view(reference), context, directives, picks=config.parallel,
+                base_report=kernel_report(ctx, base),
             ),
         )
         if outcome.error:

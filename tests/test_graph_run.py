@@ -61,6 +61,8 @@ def test_scripted_run_improves_the_seed(tmp_path: Path) -> None:
     assert all(c["ok"] and c["input_tokens"] > 0 for c in archive.llm_calls())
     coder_prompt = models["coder"].requests[0].text
     assert "parallel rows, one exponential per element" in coder_prompt and "softmax_rows" in coder_prompt
+    # The Researcher read what the compiler made of the base (CPU: which loops it vectorised).
+    assert "What the compiler made of the base:\nvectorisation report" in models["researcher"].requests[0].text
     # The Critic's finding is stored with the numbers the sandbox measured.
     (finding,) = archive.findings()
     assert finding["kernel_id"] == best.id and finding["measured_speedup"] > 1.2 and finding["by"] == "llm"

@@ -130,8 +130,11 @@ def test_researcher_prompt_has_no_empty_blocks_and_explains_tunables() -> None:
     Researcher(llm).design(view(), kv("k1", BASE_SOURCE), None, "", [])
     text = model.requests[-1].text
     assert "@tunable NAME" in text and "uses_reference" in text
-    for absent in ("(none)", "User directives", "Reference kernel", "```\n\n```", "(not given)"):
+    for absent in ("(none)", "User directives", "Reference kernel", "```\n\n```", "(not given)", "compiler made"):
         assert absent not in text
+    report = "vectorisation report (g++ -O3 -march=native): 1 of 4 loops vectorised by the compiler"
+    Researcher(llm).design(view(), kv("k1", BASE_SOURCE), None, "", [], base_report=report)
+    assert f"What the compiler made of the base:\n{report}" in model.requests[-1].text
     Researcher(llm).design(view(), kv("k1", BASE_SOURCE), kv("k0", TWIN_SOURCE), "", ["stay stable"])
     text = model.requests[-1].text
     assert "User directives (honour them):\n- stay stable" in text and "as a diff against k1" in text
