@@ -241,6 +241,7 @@ class KnowledgeBase:
             "content_hash": content_hash,
             "fingerprint": fingerprint,
             "ingested_at": now,
+            "tags_given": bool(targets),  # by `--target`: kept when `refresh` ingests it again
             **target_metadata(tags),
         }
         metas = [{**common, "section": c.section, "chunk_index": c.index} for c in chunks]
@@ -274,6 +275,31 @@ class KnowledgeBase:
             self.literature.delete(where={"source": s})
         log.info("removed %d sources for %s", len(removed), wanted)
         return removed
+
+    def refresh(self, on_progress: ProgressCallback | None = None) -> IngestReport:
+        """Ingest every source again from its file: a changed file is replaced, and one cut or tagged
+        by an older version of the chunker or the tagger (a store from before the `cpu` tag) is cut
+        and tagged anew; the rest are unchanged. Tags given with `--target` are kept (sources from
+        before that was recorded are tagged as inferred). A file that no longer exists is reported as
+        failed and kept (`remove --missing` deletes it); the primer refreshes itself."""
+        started = time.perf_counter()
+        report = IngestReport()
+        infos = [s for s in self.sources() if not s.source.startswith(PRIMER_PREFIX)]
+        given = self._sources_with_given_tags()
+        for n, info in enumerate(infos, 1):
+            path = Path(info.source)
+            targets = parse_targets(",".join(info.targets)) if info.source in given else None
+            result = self.ingest_file(path, source=info.source, targets=targets) if path.exists() else \
+                FileResult(source=info.source, status="failed", error="the file no longer exists (kb remove --missing)")
+            report.files.append(result)
+            if on_progress is not None:
+                on_progress(n, len(infos), result)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _sources_with_given_tags(self) -> set[str]:
+        metas = self.literature.get(where={"tags_given": True})["metadatas"] or []
+        return {str(m["source"]) for m in metas}
 
     def prune_missing(self) -> list[str]:
         """Delete the sources whose files no longer exist (primer sources are kept)."""

@@ -1,4 +1,4 @@
-"""`kernel-scientist kb ...`: ingest, search, stats and remove, as a Typer sub-app.
+"""`kernel-scientist kb ...`: ingest, refresh, search, stats and remove, as a Typer sub-app.
 
 graph/cli.py mounts it with `app.add_typer(kb_app, name="kb")`; `python -m knowledge.cli`
 runs it alone. Heavy imports (Chroma, the model) happen inside the commands, so mounting
@@ -21,7 +21,10 @@ from rich.table import Table
 from graph.terminal import make_console
 
 if TYPE_CHECKING:
-    from knowledge.base import KnowledgeBase
+    from collections.abc import Callable
+
+    from knowledge.base import KnowledgeBase, ProgressCallback
+    from knowledge.models import FileResult, IngestReport
 
 kb_app = typer.Typer(
     help="The knowledge base: GPU literature and experiment findings for the Researcher.",
@@ -75,9 +78,6 @@ def ingest_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add documents; unchanged files are skipped, changed ones replaced. Exit 1 if any file failed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from knowledge.models import FileResult
     from knowledge.targets import parse_targets
 
     try:
@@ -86,6 +86,26 @@ def ingest_command(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     kb = _open(store)
+    _ingest_with_progress(kb, lambda on_progress: kb.ingest(paths, target=target, on_progress=on_progress), as_json)
+
+
+@kb_app.command("refresh")
+def refresh_command(
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Ingest every source again from its file: changed files are replaced, and documents cut or tagged
+    by an older version (a store from before the cpu tag) are cut and tagged anew. Exit 1 if a file
+    failed or no longer exists."""
+    kb = _open(store)
+    _ingest_with_progress(kb, kb.refresh, as_json)
+
+
+def _ingest_with_progress(kb: KnowledgeBase, work: Callable[[ProgressCallback], IngestReport], as_json: bool) -> None:
+    """Run an ingestion with a progress bar (a line per file where no terminal shows the bar), then
+    print its report; exit 1 if any file failed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     if not err.is_terminal and not as_json:  # the first file's line comes after the model has loaded
         err.print(f"ingesting into {kb.path} (the embedding model loads first: a few seconds)", markup=False, highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -99,7 +119,7 @@ def ingest_command(
             if not err.is_terminal and not as_json:  # a log or a pipe sees no bar: a line per file
                 err.print(f"{done}/{total} {result.status} {result.source}", markup=False, highlight=False)
 
-        report = kb.ingest(paths, target=target, on_progress=on_progress)
+        report = work(on_progress)
     if as_json:
         console.print_json(report.model_dump_json())
     else:

@@ -114,3 +114,32 @@ def test_remove(docs: Path, store: Path) -> None:
     assert code == 1 and "no source matches" in out
     code, out = invoke("remove", "--store", str(store))
     assert code == 2
+
+
+def test_refresh_retags_what_an_older_tagger_left_keeps_given_tags_and_names_missing_files(tmp_path: Path) -> None:
+    from knowledge.base import KnowledgeBase
+
+    docs, store = tmp_path / "docs", tmp_path / "store"
+    docs.mkdir()
+    (docs / "mfma.md").write_text("# MFMA\n\n## Fp8\n\nv_mfma_f32_32x32x16_fp8_fp8 on MI300X with ROCm; hipcc for gfx942.\n")
+    (docs / "notes.md").write_text("# Notes\n\n## Tiles\n\nLDS tiles on MI300X, wavefronts of 64 lanes, ROCm.\n")
+    (docs / "gone.md").write_text("# Gone\n\n## Text\n\nTensor cores on H100 with CUDA.\n")
+    assert invoke("ingest", str(docs), "--store", str(store))[0] == 0
+    assert invoke("ingest", str(docs / "notes.md"), "--target", "cpu", "--store", str(store))[0] == 0
+    # What a store written by an older tagger holds: other settings in the fingerprint, other tags.
+    kb = KnowledgeBase(store, primer=False)
+    stale = kb.literature.get(where={"source": str(docs / "mfma.md")})
+    kb.literature.col.update(ids=stale["ids"], metadatas=[
+        {**m, "fingerprint": "tagger 1", "targets": "nvidia", "target_amd": False, "target_nvidia": True}
+        for m in stale["metadatas"]])
+    del kb
+    (docs / "gone.md").unlink()
+    code, out = invoke("refresh", "--store", str(store), "--json")
+    assert code == 1, out  # a file is gone
+    status = {Path(f["source"]).name: (f["status"], f.get("targets")) for f in json.loads(out)["files"]}
+    assert status["mfma.md"] == ("updated", ["amd"])  # tagged anew
+    assert status["notes.md"] == ("unchanged", ["cpu"])  # its given tag kept
+    assert status["gone.md"][0] == "failed"
+    code, out = invoke("stats", "--store", str(store), "--json")
+    targets = {Path(s["source"]).name: s["targets"] for s in json.loads(out)["sources"]}
+    assert targets["mfma.md"] == ["amd"] and targets["notes.md"] == ["cpu"]
