@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class Selection(BaseModel):
@@ -21,6 +21,13 @@ class Selection(BaseModel):
 class Avenue(BaseModel):
     title: str
     rationale: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: object) -> object:
+        # Models often list avenues as plain sentences: the sentence is the title (the plans, not the
+        # avenues, are what the loop runs, so a whole reply must not be lost over their form).
+        return {"title": value} if isinstance(value, str) else value
 
 
 class ExperimentPlan(BaseModel):

@@ -24,6 +24,7 @@ from graph.archive import Archive, KernelRecord
 from graph.config import KNOWLEDGE_TAG
 from graph.control import pending_plans
 from graph.run_data import (
+    VERIFIED_NOTE,
     ancestry,
     baselines,
     children,
@@ -33,6 +34,8 @@ from graph.run_data import (
     num_interval,
     plan_title,
     ratio,
+    seed_ratio_text,
+    seed_ratios,
     shape_results,
     source_diff,
 )
@@ -198,23 +201,23 @@ class RunTools:
     def leaderboard(self, args: LeaderboardArgs | None = None) -> str:
         """Correct kernels, fastest geometric mean first, against the seed and PyTorch."""
         limit = args.limit if args else 10
-        seed = self.archive.seed()
+        over_seed = seed_ratios(self.archive)
         base = baselines(self.archive)
         rows = [
             "| # | kernel | gen | origin | parents | geomean µs [95% interval] | vs seed | vs PyTorch | plan |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for rank, k in self.archive.ranked(limit):
-            vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
             rows.append(
                 f"| {rank} | [{k.id}] | {k.generation} | {k.origin} | {','.join(k.parents) or '-'} | {num_interval(k.geomean_us, k.geomean_ci_us)}{' (busy host)' if k.noisy else ''} "
-                f"| {ratio(vs_seed)} | {ratio(base.vs_reference(k))} | {plan_title(k)[:80]} |"
+                f"| {seed_ratio_text(*over_seed(k))} | {ratio(base.vs_reference(k))} | {plan_title(k)[:80]} |"
             )
         failed = [k for k in self.archive.kernels() if not k.ok]
         if len(rows) == 2:
             rows.append("(no correct kernel yet)")
         else:
-            rows.append("Ranked by single timings; kernels whose intervals overlap are not measurably different.")
+            rows.append("Ranked by single timings; kernels whose intervals overlap are not measurably different. "
+                        + VERIFIED_NOTE + ".")
         return "\n".join(rows) + (f"\n{len(failed)} kernel(s) failed; see `experiments`." if failed else "")
 
     def kernel(self, args: KernelArgs) -> str:

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graph.archive import Archive
-from graph.run_data import baselines, headline, num, num_interval, ratio
+from graph.run_data import VERIFIED_NOTE, baselines, headline, num, num_interval, ratio, seed_ratio_text, seed_ratios
 
 
 class LiveProgress:
@@ -144,9 +144,9 @@ class LineProgress:
 
 def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Table:
     """The best kernels; the summary column only where the terminal is wide enough for it."""
-    seed = archive.seed()
+    over_seed = seed_ratios(archive)
     base = baselines(archive)
-    table = Table(title="Leaderboard", header_style="bold")
+    table = Table(title="Leaderboard", header_style="bold", caption=VERIFIED_NOTE, caption_justify="left")
     for name in ("#", "kernel", "gen", "origin", "parents", "geomean µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True)
     # The other columns take about 100 characters with their borders; the summary gets what is left.
@@ -154,7 +154,7 @@ def leaderboard_table(archive: Archive, limit: int = 10, width: int = 120) -> Ta
     if wide:
         table.add_column("summary", overflow="ellipsis", no_wrap=True, max_width=width - 100)
     for rank, k in archive.ranked(limit):
-        vs_seed = ratio(seed.geomean_us / k.geomean_us) if seed and seed.geomean_us and k.geomean_us else "-"
+        vs_seed = seed_ratio_text(*over_seed(k))
         table.add_row(
             str(rank),
             k.id,

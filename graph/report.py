@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from graph.archive import Archive
 from graph.plots import FIGURES, write_figures
 from graph.report_data import KernelPoint, ReportData, collect_report
-from graph.run_data import num, num_interval, ratio
+from graph.run_data import VERIFIED_NOTE, num, num_interval, ratio, seed_ratio_text
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 2rem auto;
@@ -104,7 +104,7 @@ def _leaderboard(data: ReportData) -> str:
             e(r.origin),
             e(",".join(r.parents) or "-"),
             num_interval(r.geomean_us, r.geomean_ci_us) + (" (busy host)" if r.noisy else ""),
-            ratio(r.vs_seed),
+            seed_ratio_text(r.vs_seed, r.vs_seed_verified),
             ratio(r.vs_reference),
             e(r.title),
         ]
@@ -113,7 +113,7 @@ def _leaderboard(data: ReportData) -> str:
     if not rows:
         return "<p>No correct kernel yet.</p>"
     header = ["#", "kernel", "generation", "origin", "parents", "geomean µs [95%]", "vs seed", "vs PyTorch", "plan"]
-    return _table(header, rows, numeric={5, 6, 7})
+    return _table(header, rows, numeric={5, 6, 7}) + f"<p>{e(VERIFIED_NOTE)}</p>"
 
 
 def _generations(data: ReportData) -> str:

@@ -98,19 +98,19 @@ def compact_leaderboard(archive: Archive, limit: int = 10) -> Table:
     from rich import box
     from rich.table import Table
 
-    from graph.run_data import baselines, num_interval, plan_title, ratio
+    from graph.run_data import VERIFIED_NOTE, baselines, num_interval, plan_title, ratio, seed_ratio_text, seed_ratios
 
-    seed = archive.seed()
+    over_seed = seed_ratios(archive)
     base = baselines(archive)
     # As wide as a terminal (the plan takes what is left); off one, as wide as its contents.
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=console.is_terminal)
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, expand=console.is_terminal,
+                  caption=VERIFIED_NOTE, caption_justify="left")
     for name in ("#", "kernel", "gen", "µs [95%]", "vs seed", "vs PyTorch"):
         table.add_column(name, no_wrap=True, justify="right" if name not in ("kernel",) else "left")
     table.add_column("plan", no_wrap=True, overflow="ellipsis", ratio=1, min_width=12)
     for rank, k in archive.ranked(limit):
-        vs_seed = seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None
         table.add_row(
             str(rank), k.id, str(k.generation), num_interval(k.geomean_us, k.geomean_ci_us) + (" busy" if k.noisy else ""),
-            ratio(vs_seed), ratio(base.vs_reference(k)), plan_title(k)
+            seed_ratio_text(*over_seed(k)), ratio(base.vs_reference(k)), plan_title(k)
         )
     return table

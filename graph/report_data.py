@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from graph.archive import Archive
-from graph.run_data import Baselines, baselines, headline, plan_title, shape_results, source_diff
+from graph.run_data import Baselines, baselines, headline, plan_title, seed_ratios, shape_results, source_diff
 
 TOP_KERNELS = 3  # kernels whose per-shape results the report shows, besides the seed
 
@@ -21,6 +21,7 @@ class LeaderRow(BaseModel):
     geomean_ci_us: tuple[float, float] | None = None
     noisy: bool = False
     vs_seed: float | None = None
+    vs_seed_verified: bool = False  # vs_seed was measured side by side (graph/run_data.py's seed_ratios)
     vs_reference: float | None = None
     title: str
 
@@ -86,6 +87,7 @@ def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
     seed, best = archive.seed(), top.best
     board = archive.leaderboard()
     base = baselines(archive)
+    over_seed = seed_ratios(archive)
     rows = [
         LeaderRow(
             rank=rank,
@@ -96,7 +98,8 @@ def collect_report(archive: Archive, run_id: str, target: str) -> ReportData:
             geomean_us=k.geomean_us or 0.0,
             geomean_ci_us=k.geomean_ci_us,
             noisy=k.noisy,
-            vs_seed=seed.geomean_us / k.geomean_us if seed and seed.geomean_us and k.geomean_us else None,
+            vs_seed=over_seed(k)[0],
+            vs_seed_verified=over_seed(k)[1],
             vs_reference=base.vs_reference(k),
             title=plan_title(k),
         )

@@ -7,7 +7,7 @@ import difflib
 import json
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel
 
@@ -54,6 +54,37 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+# Under a leaderboard: what the mark on a "vs seed" figure means.
+VERIFIED_MARK = "✓"
+VERIFIED_NOTE = f"{VERIFIED_MARK}: timed beside the seed in fresh judges; other ratios divide two separate timings"
+
+
+def seed_ratios(archive: Archive) -> Callable[[KernelRecord], tuple[float | None, bool]]:
+    """Each kernel's speed over the seed as the leaderboards show it: the side-by-side measurement
+    where the run made one of that pair (True), else the ratio of the two separate timings (False),
+    which a busy host can move far (issue 14: 5.59x apart, 5.20x side by side, for one pair)."""
+    from graph import verify
+
+    seed = archive.seed()
+    checks = {(v.kernel_sha256, v.base_sha256): v for v in verify.verifications(archive)}  # the latest per pair
+
+    def over_seed(kernel: KernelRecord) -> tuple[float | None, bool]:
+        if seed is None or not seed.geomean_us or not kernel.geomean_us:
+            return None, False
+        if kernel.id == seed.id:
+            return 1.0, False
+        check = checks.get((kernel.sha256, seed.sha256))
+        if check is not None and check.ratio is not None:
+            return check.ratio, True
+        return seed.geomean_us / kernel.geomean_us, False
+
+    return over_seed
+
+
+def seed_ratio_text(value: float | None, verified: bool) -> str:
+    return ratio(value) + (f" {VERIFIED_MARK}" if verified and value is not None else "")
 
 
 class Headline(BaseModel):

@@ -103,6 +103,18 @@ def _mark_intrinsics(loops: list[Loop], source: str) -> None:
         loop.intrinsics = bool(_INTRINSICS.search(near))
 
 
+_LOOP_HEADER = re.compile(r"\b(for|while|do)\b")
+
+
+def _header_line(source: str, line: int) -> int:
+    """The loop's header line where GCC named its body's first statement (an OpenMP loop is reported
+    at the first line inside it): a reader looks for the `for`, not for the statement under it."""
+    lines = source.splitlines()
+    if 1 < line <= len(lines) and not _LOOP_HEADER.search(lines[line - 1]) and _LOOP_HEADER.search(lines[line - 2]):
+        return line - 1
+    return line
+
+
 def analyze_cpu_submission(path: str | Path) -> VectorReport:
     """The vectorisation report of a Python submission's native source (`CPU_CONSTANTS`)."""
     path = Path(path)
@@ -122,6 +134,7 @@ def analyze_cpu_submission(path: str | Path) -> VectorReport:
     loops = parse_remarks(remarks)
     _mark_intrinsics(loops, found.text)
     for loop in loops:
+        loop.line = _header_line(found.text, loop.line)
         where = found.location(loop.line)
         loop.line = where[1] if where else loop.line
     return VectorReport("ok", loops)

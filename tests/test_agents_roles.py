@@ -59,6 +59,16 @@ def kernel(kid: str, geo: float | None, shapes: dict[str, float], status: str = 
     return KernelView(id=kid, status=status, geomean_us=geo, benchmarks=shapes, source=f"# {kid}\n")
 
 
+def test_a_research_plan_with_avenues_as_plain_sentences_is_kept() -> None:
+    # Seen in a relay run: a reply whose avenues were sentences was refused whole, plans and all.
+    from agents.schemas import ResearchPlan
+
+    reply = ResearchPlan.model_validate({"avenues": ["vectorise exp", {"title": "fuse passes", "rationale": "r"}],
+                                         "plans": [{"title": "t", "description": "d", "rubric": "one change"}]})
+    assert [a.title for a in reply.avenues] == ["vectorise exp", "fuse passes"]
+    assert reply.plans[0].rubric == ["one change"]
+
+
 def test_fallback_selection_prefers_best_and_a_kernel_that_wins_a_shape() -> None:
     population = [
         kernel("k0", 10.0, {"s1": 10, "s2": 10}),

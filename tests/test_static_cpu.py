@@ -92,3 +92,18 @@ extern "C" void twice(const float* a, float* out, int64_t n) {
     report = analyze_cpu_submission(path)
     assert report.status == "ok" and report.loops and all(loop.intrinsics for loop in report.loops), report
     assert "written with SIMD intrinsics" in report.summary() and "not vectorised" not in report.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_an_openmp_loop_is_named_by_its_for_line_not_the_statement_under_it() -> None:
+    # GCC reports the outlined OpenMP row loop at its body's first statement; the seed's row loop is
+    # line 13 of the file (seen in a relay run as "line 14", a `const float*` declaration).
+    from sandbox.problem import load_problem
+
+    seed = load_problem("softmax", "cpu").seed_for("cpu")
+    report = analyze_cpu_submission(seed)
+    lines = seed.read_text().splitlines()
+    assert report.status == "ok" and report.loops, report
+    assert all(" for (" in lines[loop.line - 1] for loop in report.loops), \
+        [(loop.line, lines[loop.line - 1]) for loop in report.loops]

@@ -57,6 +57,37 @@ def test_the_runs_best_is_the_crowned_kernel_and_its_gain_says_how_it_was_measur
     assert top.verified and top.seed_text() == "1.22x [1.19–1.26] the seed (faster, verified side by side)"
 
 
+def test_every_leaderboard_shows_the_side_by_side_figure_and_marks_it(tmp_path: Path) -> None:
+    from graph.chat_tools import RunTools
+    from graph.progress import leaderboard_table
+    from graph.report import _leaderboard
+    from graph.report_data import collect_report
+    from graph.run_data import VERIFIED_NOTE, seed_ratios
+
+    archive = Archive(tmp_path / "run.sqlite")
+    seed = _kernel(archive, "seed", 100.0, (98.0, 102.0))
+    verified = _kernel(archive, "llm", 18.0, (12.0, 27.0))  # 5.56x apart on a busy host
+    apart = _kernel(archive, "llm", 50.0, (48.0, 52.0))
+    verify.record(archive, verify.Verification(
+        kernel_id=verified.id, base_id=seed.id, kernel_sha256=verified.sha256, base_sha256=seed.sha256, status="ok",
+        ratio=5.2, ratio_ci=(3.7, 7.2), difference="faster"))
+    over_seed = seed_ratios(archive)
+    assert over_seed(verified) == (5.2, True) and over_seed(apart) == (2.0, False) and over_seed(seed) == (1.0, False)
+    # The terminal's table, the chat's tool and the HTML report say the same thing.
+    from io import StringIO
+
+    from rich.console import Console
+
+    out = StringIO()
+    Console(file=out, width=160).print(leaderboard_table(archive, width=160))
+    terminal = out.getvalue()
+    chat = RunTools(None, archive).leaderboard()  # type: ignore[arg-type]  # the leaderboard reads the archive only
+    html = _leaderboard(collect_report(archive, "run", "cpu"))
+    for text in (terminal, chat, html):
+        assert "5.20x ✓" in text and "5.56x" not in text and "2.00x" in text and "2.00x ✓" not in text, text
+        assert VERIFIED_NOTE in " ".join(text.split()), text
+
+
 def test_roles_see_intervals_and_a_difference_within_noise_is_no_lesson() -> None:
     base = KernelView(id="k1", status="ok", geomean_us=100.0, geomean_ci_us=(90.0, 110.0), benchmarks={"n": 100.0})
     tight = KernelView(id="k2", status="ok", geomean_us=80.0, geomean_ci_us=(79.0, 81.0), benchmarks={"n": 80.0})
