@@ -32,6 +32,7 @@ class ShapeRatio(BaseModel):
     ratio: float | None = None
     ratio_ci: tuple[float, float] | None = None
     round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate
+    busy_host: bool = False  # timed while other work wanted the cores (sandbox/summary.py's paired_summary)
 
 
 class Verification(BaseModel):
@@ -71,7 +72,8 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
                          base_us=b.paired.base_median_us if b.paired else None,
                          ratio=b.paired.ratio if b.paired else None,
                          ratio_ci=b.paired.ratio_ci if b.paired else None,
-                         round_ratios=b.paired.round_ratios if b.paired else []) for b in verdict.benchmarks]
+                         round_ratios=b.paired.round_ratios if b.paired else [],
+                         busy_host=bool(b.paired and b.paired.busy_host)) for b in verdict.benchmarks]
     reasons = [b.paired.error for b in verdict.benchmarks if b.paired and b.paired.error]
     reasons += [e for e in verdict.errors if e.startswith("the base kernel")][:1]  # it did not load or pass
     if not verdict.passed:
@@ -129,7 +131,7 @@ def _pooled(checks: list[Verification]) -> tuple[float, tuple[float, float], str
     shapes = []
     for i in range(len(names)):
         rounds = [r for c in checks for r in c.shapes[i].round_ratios]
-        summary = paired_summary(rounds)
+        summary = paired_summary(rounds, busy=any(c.shapes[i].busy_host for c in checks))
         shapes.append(checks[0].shapes[i].model_copy(update={
             "ratio": summary["ratio"], "ratio_ci": tuple(summary["ratio_ci"]), "round_ratios": rounds}))
     ratios = [s.ratio for s in shapes if s.ratio]

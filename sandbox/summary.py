@@ -109,15 +109,41 @@ def shift_interval(logs: list[float]) -> tuple[float, float, float]:
     return centre, walsh[k], walsh[m - 1 - k]
 
 
-def paired_summary(ratios: list[float]) -> dict[str, Any]:
-    """A paired speed-up (base time / candidate time per round): its estimate, interval, and what it
-    means, with the rounds' own ratios kept so that anyone can re-analyse them."""
+# Consecutive blocks of rounds for the busy-host interval, and Student's t for their means (3 df).
+BUSY_BLOCKS = 4
+_T95_3DF = 3.182446
+
+
+def block_interval(logs: list[float]) -> tuple[float, float]:
+    """A 95% interval of the mean log-ratio from the means of consecutive blocks of rounds (batch
+    means): where the host's load comes in bursts, neighbouring rounds share their luck and the
+    rank interval, which takes rounds as independent, is too narrow; blocks that disagree widen
+    this one. Fewer than two rounds a block: the whole range of the rounds."""
+    n = len(logs)
+    if n < 2 * BUSY_BLOCKS:
+        return min(logs), max(logs)
+    size = n // BUSY_BLOCKS
+    means = [statistics.fmean(logs[b * size:(b + 1) * size if b < BUSY_BLOCKS - 1 else n]) for b in range(BUSY_BLOCKS)]
+    centre, half = statistics.fmean(means), _T95_3DF * statistics.stdev(means) / math.sqrt(BUSY_BLOCKS)
+    return centre - half, centre + half
+
+
+def paired_summary(ratios: list[float], busy: bool = False) -> dict[str, Any]:
+    """A paired speed-up (base time / candidate time per round, in the order timed): its estimate,
+    interval, and what it means, with the rounds' own ratios kept so that anyone can re-analyse them.
+    `busy`: other work wanted the cores during the rounds, so the interval also covers the
+    disagreement between blocks of rounds (`block_interval`), and a burst that favoured one kernel
+    for a while is not taken for a difference."""
     finite = [r for r in ratios if math.isfinite(r) and r > 0]
     if not finite:
         return {"ratio": None, "ratio_ci": None, "ratios": len(ratios), "difference": "not measured"}
-    centre, lo, hi = shift_interval([math.log(r) for r in finite])
+    logs = [math.log(r) for r in finite]
+    centre, lo, hi = shift_interval(logs)
+    if busy:
+        block_lo, block_hi = block_interval(logs)
+        lo, hi = min(lo, block_lo), max(hi, block_hi)
     return {"ratio": math.exp(centre), "ratio_ci": [math.exp(lo), math.exp(hi)], "ratios": len(finite),
-            "difference": difference(math.exp(lo), math.exp(hi)),
+            "difference": difference(math.exp(lo), math.exp(hi)), "busy_host": busy,
             "round_ratios": [round(r, 4) for r in finite[:MAX_KEPT_ROUNDS]]}
 
 

@@ -94,6 +94,8 @@ class PairedShape(BaseModel):
     rounds: int = 0
     error: str | None = None  # why the base could not be measured (the candidate's verdict stands)
     round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate, in order
+    busy_host: bool = False  # other work took a fifth of the host's cores or more: the interval is wider
+    other_load: float | None = None  # that work's share of the host's cores while the pair was timed
 
 
 class PairedSummary(BaseModel):

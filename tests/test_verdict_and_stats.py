@@ -190,6 +190,49 @@ def test_a_paired_ratio_says_faster_only_when_its_interval_clears_the_noise() ->
     assert tight_but_tiny["difference"] == "no measurable difference"
 
 
+def test_on_a_busy_host_a_burst_that_favoured_one_kernel_is_no_difference() -> None:
+    from sandbox.summary import paired_summary
+
+    # A load burst in the first half made the base look slow; each half is tight on its own.
+    burst = [1.30, 1.32, 1.29, 1.31, 1.30, 1.33, 1.28, 1.31, 1.05, 1.03, 1.04, 1.06, 1.02, 1.04, 1.05, 1.03]
+    assert paired_summary(burst)["difference"] == "faster"  # rounds taken as independent
+    busy = paired_summary(burst, busy=True)
+    assert busy["difference"] == "no measurable difference" and busy["busy_host"]
+    assert busy["ratio"] == paired_summary(burst)["ratio"]  # the estimate is the same; its interval is wider
+    # A real difference that holds in every block stays one.
+    steady = [1.20, 1.22, 1.19, 1.21, 1.25, 1.18, 1.2, 1.23, 1.21, 1.2, 1.22, 1.19]
+    assert paired_summary(steady, busy=True)["difference"] == "faster"
+
+
+def test_other_work_on_the_host_is_its_busy_time_less_the_evaluations_own() -> None:
+    import multiprocessing
+    import os
+    from types import SimpleNamespace
+
+    from sandbox.judge.timed import HostLoad
+
+    def spin(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    quiet = HostLoad([])
+    spin(0.3)  # the evaluation's own work is not other work
+    assert quiet.other_share() is not None and quiet.other_share() < 0.15, quiet.other_share()
+    # A sandbox whose CPU time cannot be read: no figure rather than a wrong one.
+    blind = SimpleNamespace(judge=SimpleNamespace(session=SimpleNamespace(cpu_seconds=lambda: None)))
+    assert HostLoad([blind]).other_share() is None  # type: ignore[list-item]
+    busy = HostLoad([])
+    others = [multiprocessing.Process(target=spin, args=(0.6,)) for _ in range(os.cpu_count() or 1)]
+    for p in others:
+        p.start()
+    time.sleep(0.5)
+    share = busy.other_share()
+    for p in others:
+        p.join()
+    assert share is not None and share > 0.4, share
+
+
 def test_geomean_interval_narrows_with_more_shapes_and_contains_the_geomean() -> None:
     from sandbox.summary import geomean, geomean_interval
 

@@ -106,3 +106,16 @@ def cpu_seconds(pids: list[int]) -> float:
             seconds += own / _CLOCK_TICKS
         seconds += waited / _CLOCK_TICKS
     return seconds
+
+
+def host_busy_seconds(stat: str = "/proc/stat") -> float | None:
+    """CPU time the whole host has spent busy since boot, every core together (user, nice, system,
+    interrupts, and time a hypervisor gave this machine's cores to others), in seconds; None where
+    /proc/stat is unreadable. Less what the evaluation's own processes used, it is other work."""
+    try:
+        with open(stat) as f:
+            fields = f.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + irq + softirq + steal) / _CLOCK_TICKS

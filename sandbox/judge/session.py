@@ -126,6 +126,7 @@ class RunnerSession:
         self.batch_cpu_us: float | None = None
         # Processes stopped since the runner's last answer (CPU target): see `_freeze`.
         self._frozen: list[int] = []
+        self.answer_cpu: float | None = None  # the sandbox's CPU time at the runner's last answer
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -175,7 +176,7 @@ class RunnerSession:
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
-        self._answered_cpu = self._freeze()
+        self._answered_cpu = self.answer_cpu
         if reply.get("i") != index or reply.get("op") not in ("done", "error"):
             raise RunnerBroke(f"expected the answer to call {index}, got {str(reply)[:200]}")
         return _call_of(reply, rtt)
@@ -195,7 +196,7 @@ class RunnerSession:
         self._send(request)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
-        self._answered_cpu = self._freeze()
+        self._answered_cpu = self.answer_cpu
         self.batch_cpu_us = (self._answered_cpu - now_cpu) * 1e6 \
             if self._answered_cpu is not None and now_cpu is not None else None
         answers = reply.get("results")
@@ -324,12 +325,18 @@ class RunnerSession:
             raise RunnerGone(self.exit_description()) from exc
 
     def _receive(self, deadline: float) -> dict[str, Any]:
+        """The runner's next message; its sandbox is stopped the moment it arrives (`_freeze`), whatever
+        it answers, not only after a timed batch: a helper process the candidate left running must
+        not work on while the judge reads an output, builds, or times the base beside it.
+        `answer_cpu` is the sandbox's CPU time at that moment."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RunnerLate("deadline passed")
         self.sock.settimeout(remaining)
         try:
-            return protocol.receive(self.sock)
+            message = protocol.receive(self.sock)
+            self.answer_cpu = self._freeze()
+            return message
         except TimeoutError as exc:
             raise RunnerLate("no answer before the deadline") from exc
         except (protocol.ChannelClosed, ConnectionError) as exc:  # closed, or reset with our request unread

@@ -19,12 +19,14 @@ runner), are compared with the judge's own, and its output with the reference's 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.integrity import IntegrityViolation
+from sandbox.judge import procs
 from sandbox.judge.checks import Judge, output_bytes
 from sandbox.judge.session import Call
 from sandbox.shared.arena import align, tensors
@@ -408,6 +410,41 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
     return track.result()
 
 
+# A paired timing is on a busy host when work other than the evaluation's own took more than this
+# share of the host's cores while it ran (sandbox/summary.py's paired_summary then widens its
+# interval). Measured on this project's 2-core VM: idle 0-3%; beside one busy process per core, 40-50%.
+BUSY_HOST_SHARE = 0.2
+
+
+@dataclass
+class HostLoad:
+    """The host's busy CPU time and the evaluation's own (the judge and the runners' sandboxes) from
+    one moment; `other_share` later: the rest, as a share of every core over the time between. The
+    evaluation's own freezing and thawing wakes processes too, so counting runnable threads would
+    blame the evaluation's own work on the host."""
+
+    tracks: list[Track]
+    started: float = field(default_factory=time.perf_counter)
+    host: float | None = None
+    own: float | None = None
+
+    def __post_init__(self) -> None:
+        self.host, self.own = procs.host_busy_seconds(), self._own()
+
+    def _own(self) -> float | None:
+        sandboxes = [t.judge.session.cpu_seconds() for t in self.tracks]
+        if any(s is None for s in sandboxes):
+            return None
+        return time.process_time() + sum(s for s in sandboxes if s is not None)
+
+    def other_share(self) -> float | None:
+        host, own, wall = procs.host_busy_seconds(), self._own(), time.perf_counter() - self.started
+        if host is None or own is None or self.host is None or self.own is None or wall <= 0:
+            return None
+        other = (host - self.host) - (own - self.own)
+        return max(0.0, other) / (wall * (os.cpu_count() or 1))
+
+
 def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True) -> dict[str, Any]:
     """Two kernels (and the reference, in the judge) timed side by side on one shape: in each round
     every kernel runs a batch on the same inputs, in an order that alternates (AB, BA, ...) so that
@@ -422,6 +459,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     from sandbox.summary import paired_summary
 
     started = time.perf_counter()
+    load = HostLoad(tracks)
     ratios: list[float] = []
     reference_us: list[float] = []
     rounds = 0
@@ -456,7 +494,11 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         rounds_enough = base_failed or len(ratios) >= MIN_PAIRED_ROUNDS or elapsed > PAIRED_BUDGET_CAP * policy.budget_s
         if series and rounds_enough and _enough(series, calls, policy, elapsed) and all(t.settled() for t in live):
             break
-    paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios)}
+    other = load.other_share()
+    busy = other is not None and other > BUSY_HOST_SHARE
+    paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios, busy=busy)}
+    if other is not None:
+        paired["other_load"] = round(other, 3)
     if not base_failed:
         try:
             base = second.result()
