@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.brief import checklist, target_brief
 from agents.llm import RoleLLM
@@ -23,6 +23,8 @@ class SideBySide:
     ratio: float
     ratio_ci: tuple[float, float]
     difference: str
+    # Per benchmark shape: its own side-by-side ratio and interval (a gain may hold on one shape only).
+    shapes: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,6 +58,21 @@ class RunOutcome:
         compared = unpaired_ratio(self.base.geomean_us, self.base.geomean_ci_us, self.candidate.geomean_us,
                                   self.candidate.geomean_ci_us)
         return compared[2] if compared else "not measured"
+
+    def shape_table(self) -> str:
+        """Per-shape medians of the two timings, and where the pair was timed side by side each
+        shape's own ratio with its interval: the column to read."""
+        table = shape_table(self.candidate, self.base, ("candidate", "base"))
+        if self.paired is None or not self.paired.shapes or not table.startswith("| shape"):
+            return table
+        lines = table.splitlines()
+        lines[0] += " side by side (base / candidate) |"
+        lines[1] += " --- |"
+        for i, line in enumerate(lines[2:], 2):
+            shape = line.split(" | ")[0].removeprefix("| ")
+            ratio = self.paired.shapes.get(shape)
+            lines[i] += f" {num(ratio[0])}x [{num(ratio[1])}–{num(ratio[2])}] |" if ratio else " - |"
+        return "\n".join(lines)
 
     def describe(self) -> str:
         c = self.candidate
@@ -168,7 +185,7 @@ class Critic:
             plan_description=plan.description,
             expected=expected_range(plan),
             outcome=outcome.describe(),
-            shape_table=shape_table(outcome.candidate, outcome.base, ("candidate", "base")),
+            shape_table=outcome.shape_table(),
             errors=outcome.errors,
             resources=outcome.resources,
             diff=outcome.diff,

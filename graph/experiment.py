@@ -365,7 +365,9 @@ def side_by_side(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord, ba
     if ratio is None or ci is None:
         log.info("%s: not measured side by side: %s", spec["id"], stored.get("reason") or stored.get("status"))
         return None
-    return SideBySide(float(ratio), (float(ci[0]), float(ci[1])), str(stored.get("difference")))
+    shapes = {str(sh["shape"]): (float(sh["ratio"]), float(sh["ratio_ci"][0]), float(sh["ratio_ci"][1]))
+              for sh in stored.get("shapes") or [] if sh.get("ratio") and sh.get("ratio_ci")}
+    return SideBySide(float(ratio), (float(ci[0]), float(ci[1])), str(stored.get("difference")), shapes)
 
 
 def kernel_report(ctx: RunContext, kernel: KernelRecord) -> str:

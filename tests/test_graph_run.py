@@ -73,6 +73,7 @@ def test_scripted_run_improves_the_seed(tmp_path: Path) -> None:
     assert finding["measured_speedup"] == pytest.approx(paired["ratio"])
     explain_prompt = models["critic"].requests[-1].text
     assert "timed side by side with the base" in explain_prompt
+    assert "| side by side (base / candidate) |" in explain_prompt  # and each shape's own ratio
     out = tmp_path / "best.py"
     export_kernel(archive, out, "cpu", leaderboard="softmax")
     assert out.read_text().startswith("#!POPCORN leaderboard softmax\n")

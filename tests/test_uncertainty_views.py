@@ -124,3 +124,7 @@ def test_a_side_by_side_timing_is_the_figure_the_critic_reads() -> None:
     assert level.difference == "no measurable difference"
     plan = ExperimentPlan(title="avx512", description="intrinsics", est_min_speedup=3.0, est_max_speedup=10.0)
     assert "No measurable effect" in fallback_explanation(plan, level).lesson
+    # The shape table carries each shape's own side-by-side ratio where the pair was timed so.
+    per_shape = RunOutcome(fast, base, paired=SideBySide(3.52, (2.93, 4.22), "faster", {"n": (3.4, 2.9, 4.0)}))
+    assert "| n | 594.3 | 4373 | 3.40x [2.90–4.00] |" in per_shape.shape_table()
+    assert "side by side" not in apart.shape_table()
