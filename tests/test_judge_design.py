@@ -332,6 +332,39 @@ def test_the_no_op_timed_again_beside_the_candidate_keeps_the_smaller_overhead(m
     assert timed.recalibrated(None, None, inflated) is inflated  # type: ignore[arg-type]
 
 
+def test_a_calibration_made_beside_the_candidate_only_ever_tightens_the_bound() -> None:
+    trusted = Calibration(batch=4, overhead_us=1000.0, spread_us=80.0, samples_us=[1000.0] * 5,
+                          cpu_overhead_us=900.0, cpu_spread_us=40.0)
+    # Shaped by the candidate's runner: no overhead at all (over-reported no-ops) and a spread of 300 ms
+    # (no-ops delayed by a burn), on both clocks. Kept whole for its overhead, its spread widened both
+    # the figure's floor and the allowance by 1.5 x 300 ms a batch.
+    shaped = Calibration(batch=4, overhead_us=0.0, spread_us=300000.0, samples_us=[0.0, 0.0, 0.0, 3e5, 3e5],
+                         cpu_overhead_us=0.0, cpu_spread_us=300000.0)
+    for first, later in ((trusted, shaped), (shaped, trusted)):
+        kept = timed.tightest(first, later)
+        assert (kept.overhead_us, kept.spread_us) == (0.0, 80.0)
+        assert (kept.cpu_overhead_us, kept.cpu_spread_us) == (0.0, 40.0)
+    # With the kept figures a 50x under-report is contradicted; with the shaped ones whole it was not.
+    reported, judged = [100.0] * 3, [5000.0 * 4] * 3
+    with pytest.raises(IntegrityViolation):
+        bound_by_judge(reported, judged, [4] * 3, timed.tightest(trusted, shaped), "cpu", cpu_judged=judged, cores=1)
+    assert bound_by_judge(reported, judged, [4] * 3, shaped, "cpu", cpu_judged=judged, cores=1)
+    # Where one clock is unreadable in one calibration, the other's figures stand for it.
+    blind = Calibration(batch=4, overhead_us=1200.0, spread_us=60.0, samples_us=[1200.0] * 5)
+    assert timed.tightest(blind, trusted).cpu_overhead_us == 900.0
+
+
+def test_a_runner_cannot_report_more_time_than_its_batch_took() -> None:
+    from sandbox.judge.session import Call, ImpossibleTiming, _within_round_trip
+
+    honest = [Call(True, 480.0, 1000.0), Call(True, 490.0, 1000.0), Call(False, 0.0, 1000.0)]
+    _within_round_trip(honest, 1000.0)
+    _within_round_trip([Call(True, 1005.0, 1000.0)], 1000.0)  # the clocks' own slack
+    with pytest.raises(ImpossibleTiming) as caught:
+        _within_round_trip([Call(True, 1e6, 15000.0)] * 16, 15000.0)
+    assert caught.value.rule == "timing-impossible" and "more time than passed" in str(caught.value)
+
+
 def test_a_batchs_figure_on_the_cpu_is_never_below_what_its_cpu_time_shows() -> None:
     # A runner reporting 1 ms for a batch whose processes used 9 ms of CPU beyond the no-op's, on
     # two cores, while the round trip's noise hid it: the figure is at least 4.5 ms less the noise.

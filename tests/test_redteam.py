@@ -52,6 +52,8 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
+    # ... and the second calibration, run beside the candidate's code, can only tighten the bound
+    ("channel", "softmax", "rt_channel_recalibration_overreport", "full", {Status.rejected}, "timing-impossible"),
     # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
     ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
     ("nolook", "softmax", "rt_nolook_every_k", "full", CAUGHT, None),
@@ -165,7 +167,10 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
                                            ("vector_add", "rt_channel_underreport"),
                                            # The same, with every no-op batch slowed once it is loaded,
                                            # against the judge's second calibration.
-                                           ("vector_add", "rt_channel_slow_noop_underreport")])
+                                           ("vector_add", "rt_channel_slow_noop_underreport"),
+                                           # Every fifth and sixth no-op batch burns 300 ms, the others
+                                           # report 95% of the runner's own time: a 300 ms spread.
+                                           ("vector_add", "rt_channel_recalibration_spread")])
 def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem: str, name: str) -> None:
     # Beyond the bound's allowance a runner's figure is rejected; inside it (or where the host's noise
     # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it
@@ -177,6 +182,7 @@ def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem:
     assert verdict.status == Status.ok, _detail(verdict)
     for bench in verdict.benchmarks:
         judge = bench.judge or {}
+        assert float(judge.get("spread_us", 0.0)) < 100_000, judge  # the noise allowed is the no-op's, unshaped
         noise = 1.5 * float(judge.get("spread_us", 0.0)) / float(judge.get("batch", 1))
         assert bench.median_us >= (bench.judge_median_us or 0.0) - noise - 1.0, (bench.median_us, bench.judge_median_us, judge)
 

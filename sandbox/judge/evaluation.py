@@ -101,8 +101,9 @@ class Evaluation:
             self.result.update(status="crash", message=f"the candidate's process {exc.how} during the "
                                                        f"{self.phase_name} phase{self._on_shape()}")
         except RunnerBroke as exc:
-            self.result["integrity"]["violation"] = {"rule": "protocol", "reason": str(exc)[:500], "shape": None}
-            self.result.update(status="rejected", message=f"the runner broke the protocol: {str(exc)[:300]}")
+            self.result["integrity"]["violation"] = {"rule": exc.rule, "reason": str(exc)[:500], "shape": self.shape}
+            what = "the runner broke the protocol" if exc.rule == "protocol" else "the runner's figures cannot be true"
+            self.result.update(status="rejected", message=f"{what}: {str(exc)[:300]}")
         finally:
             self._close()
         now = time.perf_counter()

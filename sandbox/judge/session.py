@@ -54,7 +54,22 @@ class RunnerLate(TimeoutError):
 
 
 class RunnerBroke(ValueError):
-    """The runner answered something the protocol does not allow here."""
+    """The runner answered something the protocol does not allow here; `rule` names it in the verdict."""
+
+    rule = "protocol"
+
+
+class ImpossibleTiming(RunnerBroke):
+    """A batch's calls were reported to take longer than the judge's clock around the whole batch: the
+    calls run one after another inside that round trip, so only a forged figure can exceed it."""
+
+    rule = "timing-impossible"
+
+
+# What a batch's reported figures may exceed its round trip by: the runner's clock and the judge's are one
+# monotonic clock (device events on a GPU, whose timestamps drift from it by parts per million).
+REPORT_SLACK = 0.01
+REPORT_SLACK_US = 20.0
 
 
 @dataclass
@@ -209,6 +224,7 @@ class RunnerSession:
             calls.append(_call_of(answer, rtt))
         if len(calls) < len(items) and calls[-1].ok:
             raise RunnerBroke(f"a batch of {len(items)} calls answered {len(calls)} times without an error")
+        _within_round_trip(calls, rtt)
         return calls, rtt
 
     def bases(self, key: str, sets: list[Any], buffers: list[str], deadline: float, slots: int = 1) -> None:
@@ -381,6 +397,16 @@ class RunnerSession:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("runner %s did not exit", self.proc.pid)
+
+
+def _within_round_trip(calls: list[Call], rtt: float) -> None:
+    """Every figure the runner reports, the no-op's included, fits inside the judge's clock around its
+    batch. A larger one is no measurement: reported for the calibration's no-op it would zero the
+    overhead the judge subtracts, and leave a poisoned calibration's spread in force."""
+    reported = sum(c.reported_us for c in calls if c.ok)
+    if reported > rtt * (1 + REPORT_SLACK) + REPORT_SLACK_US:
+        raise ImpossibleTiming(f"the runner reported {reported:.1f} µs for {len(calls)} calls that the judge's clock "
+                               f"saw take {rtt:.1f} µs in all, request to answer: more time than passed")
 
 
 def _call_of(reply: dict[str, Any], rtt: float) -> Call:

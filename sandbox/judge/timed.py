@@ -222,24 +222,35 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
 
 
 def recalibrated(judge: Judge, shape: Shape, calibration: Calibration) -> Calibration:
-    """The no-op timed again as the shape's timing starts, and the smaller overhead of the two kept
-    (on each clock). The first calibration ran before the candidate loaded, seconds earlier: a burst
-    of host load then inflates the overhead, which widens the allowance and subtracts the
-    candidate's own time from the judge's clock (seen: 13 ms per no-op batch against 1.4 ms, and a
-    5x under-reporting runner accepted with its own figure). No candidate can lower the overhead
-    below what its runner's no-op costs, and slowing the no-op leaves the first calibration in
-    force; a no-op that fails now leaves it in force too."""
+    """The no-op timed again as the shape's timing starts; each of its four figures (the overhead and
+    its spread, on the wall clock and in CPU time) is the smaller of the two calibrations'. The first
+    ran before the candidate loaded, seconds earlier: a burst of host load then inflates the overhead,
+    which widens the allowance and subtracts the candidate's own time from the judge's clock (seen:
+    13 ms per no-op batch against 1.4 ms, and a 5x under-reporting runner accepted with its own
+    figure). This one runs beside the candidate's code, which can shape it: taken figure by figure,
+    it can only tighten the bound. Kept whole for its smaller overhead, a calibration whose runner
+    over-reported some no-op batches (overhead 0) and burned the CPU in others (a spread of 300 ms)
+    was seen to let a 50x under-reporting runner pass; over-reporting itself is refused by the
+    session (its figures must fit in the round trip). A no-op that fails now leaves the first in force."""
     from sandbox.judge.checks import CandidateFailure
 
     try:
         fresh = calibrate(judge, shape)
     except CandidateFailure:
         return calibration
-    wall = min((calibration, fresh), key=lambda c: c.overhead_us)
-    cpu = min((c for c in (calibration, fresh) if c.cpu_overhead_us is not None),
-              key=lambda c: c.cpu_overhead_us or 0.0, default=None)
-    return Calibration(wall.batch, wall.overhead_us, wall.spread_us, wall.samples_us,
-                       cpu.cpu_overhead_us if cpu else None, cpu.cpu_spread_us if cpu else 0.0)
+    return tightest(calibration, fresh)
+
+
+def tightest(first: Calibration, later: Calibration) -> Calibration:
+    """Figure by figure, the smaller of two calibrations: a smaller overhead or spread only tightens the
+    bound, so a calibration the candidate could shape can move it one way alone."""
+    wall = min((first, later), key=lambda c: c.overhead_us)
+    tightened = Calibration(first.batch, wall.overhead_us, min(first.spread_us, later.spread_us), wall.samples_us)
+    cpu = [c for c in (first, later) if c.cpu_overhead_us is not None]
+    if cpu:
+        tightened.cpu_overhead_us = min(c.cpu_overhead_us or 0.0 for c in cpu)
+        tightened.cpu_spread_us = min(c.cpu_spread_us for c in cpu)
+    return tightened
 
 
 def _spread(samples: list[float]) -> float:
