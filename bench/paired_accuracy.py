@@ -10,7 +10,8 @@ trial is a false difference when it says "faster" or "slower"; for r > 1 it is r
 "faster". `verified` is what the run's verification makes of the trials taken `TRIALS` at a time
 (graph/verify.py: a difference only where every fresh judge agrees), the rule that crowns a best.
 `--load N` runs N busy processes per core beside the measurement; `--cores` pins the judges and
-their runners (sandbox/envinfo.py's parse_cores).
+their runners (sandbox/envinfo.py's parse_cores); `--sizes` replaces the target's benchmark shapes
+(on a GPU, vector_add's own reach 1 GB a tensor, and two judges with two runners hold each twice).
 """
 
 from __future__ import annotations
@@ -45,14 +46,34 @@ def _kernel(folder: Path, passes: int, target: str) -> Path:
     return path
 
 
-def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[int, ...] | None = None) -> dict[str, object]:
+def _problem(folder: Path, target: str, sizes: list[int] | None) -> Path | str:
+    """vector_add, or a copy of it whose benchmark shapes for `target` are `sizes` elements."""
+    if not sizes:
+        return "vector_add"
+    import shutil
+
+    import yaml
+
+    copy = folder / "problems" / "vector_add"
+    shutil.copytree(ROOT / "problems" / "vector_add", copy)
+    shutil.copy(ROOT / "problems" / "utils.py", copy.parent / "utils.py")  # task.yml names ../utils.py
+    task = yaml.safe_load((copy / "task.yml").read_text())
+    shapes = [{"size": n, "seed": 21 + i} for i, n in enumerate(sizes)]
+    task["benchmarks"] = shapes
+    task["kernel_scientist"].setdefault("targets", {}).setdefault(target, {})["benchmarks"] = shapes
+    (copy / "task.yml").write_text(yaml.safe_dump(task, sort_keys=False))
+    return copy
+
+
+def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[int, ...] | None = None,
+          problem: Path | str = "vector_add") -> dict[str, object]:
     from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 
     options = EvalOptions(target=target, timing={"budget_s": budget, "warmup_s": 0.02, "min_reps": 12},
                           limits=PhaseLimits(build=300, check=120, time=300), paired_with=str(base), cores=cores,
                           memory_limit_mb=MEMORY_MB[target])
     started = time.perf_counter()
-    verdict = evaluate("vector_add", candidate, options)
+    verdict = evaluate(problem, candidate, options)
     paired = verdict.summary.paired if verdict.summary else None
     return {"status": verdict.status.value, "seconds": round(time.perf_counter() - started, 2),
             "ratio": paired.ratio if paired else None, "ratio_ci": paired.ratio_ci if paired else None,
@@ -88,6 +109,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--target", choices=sorted(FIXTURES), default="cpu")
     parser.add_argument("--cores", default=None, help="pin the judges and runners to these cores, e.g. 1")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="benchmark shapes, in elements")
     args = parser.parse_args()
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load * (os.cpu_count() or 1))]
     for p in spinners:
@@ -95,14 +117,19 @@ def main() -> None:
     from graph import verify  # noqa: F401 - loaded now, with the rest of the code it measures
     from sandbox.envinfo import parse_cores
 
-    results: dict[str, object] = {"load_per_core": args.load, "trials": args.trials, "cores": args.cores, "ratios": {}}
+    results: dict[str, object] = {"load_per_core": args.load, "trials": args.trials, "cores": args.cores,
+                                  "target": args.target, "sizes": args.sizes, "ratios": {}}
     try:
         with tempfile.TemporaryDirectory(prefix="ks-paired-") as tmp:
             candidate = _kernel(Path(tmp), PASSES, args.target)
+            problem = _problem(Path(tmp), args.target, args.sizes)
             for ratio in args.ratios:
                 base = _kernel(Path(tmp), round(PASSES * ratio), args.target)
                 cores = parse_cores(args.cores) if args.cores else None
-                runs = [trial(candidate, base, args.budget, args.target, cores) for _ in range(args.trials)]
+                runs = []
+                for _ in range(args.trials):  # each trial as it ends: a run cut off still says what it measured
+                    runs.append(trial(candidate, base, args.budget, args.target, cores, problem))
+                    print(json.dumps({"trial": ratio, **{k: v for k, v in runs[-1].items() if k != "shapes"}}), flush=True)
                 said = [r["difference"] for r in runs]
                 pipeline = verified(runs)
                 summary = {"runs": runs, "faster": said.count("faster"), "slower": said.count("slower"),
