@@ -260,6 +260,29 @@ def test_the_runner_sees_no_home_folder_or_password_hash_but_what_it_needs(tmp_p
     assert not entries or (under_home and set(entries) <= set(str(ROOT).split("/"))), entries
 
 
+def test_the_runner_sees_of_the_host_only_the_system_and_what_it_runs() -> None:
+    # A red-team kernel read a root-only file under /work, a folder the owner-only search did not
+    # cover: every top-level folder that is not the system's is emptied, and only what the runner
+    # needs is brought back. Of the project, that is the sandbox package and the problems.
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    from sandbox.judge.session import RUNNER_SOURCES
+
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=list(RUNNER_SOURCES), hidden=[],
+                                gpu=False)
+    host_folders, _ = isolation._host_top_level()
+    probe = "".join(f"echo '== {f}'; ls -A '{f}' 2>/dev/null; " for f in host_folders)
+    probe += f"echo '== project'; ls -A {ROOT}; echo '== runner'; test -f {ROOT}/sandbox/runner/main.py && echo there"
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    listed = {block.split("\n", 1)[0]: block.split("\n", 1)[1].split() for block in seen.split("== ")[1:]}
+    assert sorted(listed.pop("project")) == ["problems", "sandbox"]  # no README, runs, tests or configuration
+    assert listed.pop("runner") == ["there"]
+    on_the_way = set(str(ROOT).split("/"))
+    for folder, entries in listed.items():  # only the way down to the project, where it was cloned
+        assert set(entries) <= on_the_way, (folder, entries)
+    assert isolation._host_top_level()[0], "a host has folders of its own (home folders at least)"
+
+
 def test_the_runner_cannot_read_what_only_the_systems_owner_may() -> None:
     # Run as root, the judge's runner maps to root outside its namespace: TLS and SSH keys, service
     # configurations and login logs readable only by their owner would all be open to a candidate.

@@ -193,7 +193,8 @@ ADVERSARIAL = Path(__file__).parent / "adversarial"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cheat", ["rt_paired_slow_the_base", "rt_paired_slow_the_base_process"])
+@pytest.mark.parametrize("cheat", ["rt_paired_slow_the_base", "rt_paired_slow_the_base_process",
+                                   "rt_paired_slow_the_base_populate"])
 def test_a_kernel_that_burns_the_cpu_after_its_calls_does_not_look_faster_than_its_twin(cheat: str, tmp_path: Path) -> None:
     # The cheat adds exactly as its base does, then keeps a thread or a helper process busy after each
     # call, so the base timed next would run on a busy host. Its sandbox is stopped from its answer

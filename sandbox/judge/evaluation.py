@@ -366,6 +366,7 @@ class Evaluation:
         from sandbox.summary import num
 
         assert self.judge is not None
+        idle_start = self.judge.session.idle_cpu_now()
         for params in problem.benchmarks:
             label = problem.shape_label(params)
             self._starting(label)
@@ -403,6 +404,13 @@ class Evaluation:
             if self.target != "cpu" and sol_us and median * margin < sol_us:
                 self.reject("faster-than-light", f"{num(median)} µs is under the speed of light ({num(sol_us)} µs): "
                             "the result cannot be real", label)
+        # Each shape bounds the idle CPU of its own batches; work that ran on while the judge timed the
+        # references, or after the last batch, is on no shape's books: the whole phase is bounded too.
+        calls_s = sum(float((b.get("judge") or {}).get("calls_ms") or 0.0) for b in self.result["benchmarks"]) / 1e3
+        try:
+            timed.idle_bound(self.judge.session.idle_cpu_now() - idle_start, calls_s, " over the whole timing phase")
+        except IntegrityViolation as exc:
+            self.reject(exc.rule, exc.reason, None)
 
 
 def _retry_once(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:

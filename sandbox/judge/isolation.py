@@ -1,11 +1,12 @@
 """The OS sandbox around the runner: bubblewrap where the host allows it.
 
-Inside, the runner sees the whole system read-only (project, interpreter, site-packages and
-the build cache included), a private /tmp, its own PID namespace (every process it starts
-dies with it), no network, no System V IPC, no capabilities, and, where user namespaces
-work, an unprivileged user. The problem's reference.py is hidden behind an empty file.
-On a host without bubblewrap or namespaces the runner still runs, and the verdict says
-`not isolated`.
+Inside, the runner sees the system read-only (its programs, libraries and configuration, with
+what only their owner may read hidden), and of everything else on the host only what it needs,
+read-only: its interpreter and site-packages, the project's `sandbox` package, the problem and
+the build cache. A private /tmp, its own PID namespace (every process it starts dies with it),
+no network, no System V IPC, no capabilities, and, where user namespaces work, an unprivileged
+user. The problem's reference.py is hidden behind an empty file. On a host without bubblewrap
+or namespaces the runner still runs, and the verdict says `not isolated`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ _PRIVATE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
 # Where a system keeps the rest of what only its owner may read (TLS and SSH keys, database and
 # service configurations, logs of logins, secrets a container runtime mounts under /run): searched
 # when the judge runs as root (`_owner_only`), up to this many entries in all.
-_SYSTEM_FOLDERS = ("/etc", "/var", "/run", "/opt", "/srv", "/boot", "/mnt", "/media")
+_SYSTEM_FOLDERS = ("/etc", "/var", "/run", "/opt")
 _SEARCH_LIMIT = 200_000
+# The top-level folders that make up the system: programs, libraries, drivers (CUDA under /usr/local,
+# ROCm under /opt), configuration, and the package stores some hosts run Python from. Every other
+# top-level folder is the host's own (home folders, data and project trees, other mounts, lost+found)
+# and is emptied in the runner's view: a list of what to hide would miss a folder nobody thought of
+# (a red-team kernel read a root-only file under /work, outside the searched folders).
+_SYSTEM_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "var", "run", "sys", "proc",
+               "dev", "tmp", "nix", "snap", "gnu")
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Isolation:
         if not self.available:
             return f"not isolated ({self.reason})"
         user = "unprivileged user" if self.unprivileged_user else "same user (no user namespace)"
-        return f"bubblewrap: read-only system, private /tmp, own PID namespace, no network, {user}"
+        return f"bubblewrap: read-only system, host's own folders hidden, private /tmp, own PID namespace, no network, {user}"
 
 
 def _works(command: list[str]) -> bool:
@@ -87,12 +95,7 @@ def command(
         for pattern in _GPU_DEVICES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind", node, node]
-    # What lives under the host's /tmp (a project cloned there, a test's build cache), a home folder
-    # or an owner-only system folder would vanish behind the emptied ones: bound back in, read-only.
-    emptied = ("/tmp", "/var/tmp", "/dev/shm", *_PRIVATE_FOLDERS, *_hidden_owner_only()[0])
-    for folder in readable:
-        if folder.exists() and str(folder).startswith(tuple(f"{e}/" for e in emptied)):
-            args += ["--ro-bind", str(folder), str(folder)]
+    args += _bound_back(readable)
     for secret in hidden:
         if secret.exists():
             args += ["--ro-bind", "/dev/null", str(secret)]
@@ -139,6 +142,47 @@ def _owner_only() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(folders), tuple(files)
 
 
+def _host_top_level() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The host's own top-level folders (not the system's: `_SYSTEM_TOP`), and the top-level files
+    others may not read: (folders, files). Links are left alone: they lead into what is kept or
+    into what is emptied."""
+    import stat
+
+    folders: list[str] = []
+    files: list[str] = []
+    try:
+        entries = sorted(os.scandir("/"), key=lambda e: e.name)
+    except OSError:
+        return (), ()
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode) and entry.name not in _SYSTEM_TOP:
+            folders.append(entry.path)
+        elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+            files.append(entry.path)
+    return tuple(folders), tuple(files)
+
+
+def _emptied() -> tuple[str, ...]:
+    """Every folder the sandbox replaces with an empty one."""
+    return ("/tmp", "/var/tmp", "/dev/shm", *_PRIVATE_FOLDERS, *_host_top_level()[0], *_hidden_owner_only()[0])
+
+
+def _bound_back(readable: list[Path]) -> list[str]:
+    """bubblewrap options that bring back, read-only, what the sandbox needs from under an emptied
+    folder (an interpreter under a home folder, a project cloned under /tmp or /work, the cache)."""
+    emptied = _emptied()
+    args: list[str] = []
+    for folder in readable:
+        path = str(folder)
+        if folder.exists() and any(path == e or path.startswith(f"{e}/") for e in emptied):
+            args += ["--ro-bind", path, path]
+    return args
+
+
 def _hidden_owner_only() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The owner-only folders and files the sandbox hides: where the judge runs as root (an
     unprivileged judge's runner cannot read them anyway)."""
@@ -160,8 +204,11 @@ def _sandbox(found: Isolation) -> list[str]:
     and death with its parent. Binds that follow may bring paths back."""
     args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/var/tmp"]
-    args += [arg for folder in _PRIVATE_FOLDERS if os.path.isdir(folder) for arg in ("--tmpfs", folder)]
-    args += [arg for secret in _PRIVATE_FILES if os.path.exists(secret) for arg in ("--ro-bind", "/dev/null", secret)]
+    top_folders, top_files = _host_top_level()
+    private = sorted({*(f for f in _PRIVATE_FOLDERS if os.path.isdir(f)), *top_folders})
+    args += [arg for folder in private for arg in ("--tmpfs", folder)]
+    args += [arg for secret in (*_PRIVATE_FILES, *top_files) if os.path.exists(secret)
+             for arg in ("--ro-bind", "/dev/null", secret)]
     args += _hide_owner_only()
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
@@ -178,4 +225,12 @@ def compiler_command(command: list[str], work: Path) -> list[str]:
     found = probe()
     if not found.available:
         return command
-    return [*_sandbox(found), "--bind", str(work), str(work), "--chdir", str(work), "--", *command]
+    import sys
+
+    compiler = shutil.which(command[0]) if command else None
+    # The compiler and the interpreter's prefix may live under an emptied folder (a toolchain in a
+    # home folder or a virtual environment under /work): brought back read-only.
+    tools = [Path(p) for p in (sys.prefix, sys.base_prefix) if p]
+    if compiler:
+        tools.append(Path(os.path.realpath(compiler)).parent.parent)
+    return [*_sandbox(found), *_bound_back(tools), "--bind", str(work), str(work), "--chdir", str(work), "--", *command]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import native
 from sandbox.judge import isolation, procs
+from sandbox.judge.cgroups import CpuAccount
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# What a runner reads of the project: the code it runs and the bundled problems. The rest (runs and
+# their archives, configuration files that may hold an LLM key, the tests) is not in its view.
+RUNNER_SOURCES = (PROJECT_ROOT / "sandbox", PROJECT_ROOT / "problems")
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, {root!r}); from sandbox.runner.main import main; sys.exit(main())"
 )
@@ -115,11 +119,16 @@ class RunnerSession:
         reference = problem_dir / "reference.py"
         command = isolation.command(
             inner, env=env, gpu=gpu,
-            readable=[PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix), problem_dir, problem_dir.parent,
+            readable=[*RUNNER_SOURCES, Path(sys.prefix), Path(sys.base_prefix), problem_dir, problem_dir.parent,
                       native.buildcache.cache_root()],
             hidden=[reference] if reference.is_file() else [],
         )
         self.isolated = command is not inner
+        # Its own control group where the host lets the judge make one: every task of the sandbox is
+        # charged there as it runs, whoever reaps it (`cpu_seconds`).
+        self.account = CpuAccount.create()
+        if self.account is not None:
+            command = self.account.enter(command)
         with open(log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -282,7 +291,22 @@ class RunnerSession:
         figure alone would miss work handed to another process."""
         if self.host_pid is None:
             return None
-        return procs.cpu_seconds(self._sandbox_pids())
+        return self._used(self._sandbox_pids())
+
+    def idle_cpu_now(self) -> float:
+        """The idle CPU counted so far (`idle_cpu_s`), and what the sandbox has used since its last
+        answer: work that goes on while the judge times something else (the reference, the other
+        kernel of a pair) is counted without waiting for the runner's next request."""
+        now, answered = self.cpu_seconds(), self._answered_cpu
+        pending = max(0.0, now - answered) if now is not None and answered is not None else 0.0
+        return self.idle_cpu_s + pending
+
+    def _used(self, pids: list[int]) -> float:
+        """CPU seconds of the sandbox: its control group's, which every task that ever ran there was
+        charged to; where there is none, these processes' from /proc (a child reaped automatically
+        takes its time with it there)."""
+        used = self.account.used_s() if self.account is not None else None
+        return used if used is not None else procs.cpu_seconds(pids)
 
     def _sandbox_pids(self) -> list[int]:
         """Every process of the runner's sandbox, parents first (`cpu_seconds`)."""
@@ -314,7 +338,7 @@ class RunnerSession:
             except (ProcessLookupError, PermissionError):
                 continue
             self._frozen.append(pid)
-        return procs.cpu_seconds(pids)
+        return self._used(pids)
 
     def _thaw(self) -> None:
         if not self._frozen:
@@ -397,6 +421,8 @@ class RunnerSession:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("runner %s did not exit", self.proc.pid)
+        if self.account is not None:
+            self.account.remove()
 
 
 def _within_round_trip(calls: list[Call], rtt: float) -> None:

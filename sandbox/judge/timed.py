@@ -295,9 +295,10 @@ class Track:
 
     @classmethod
     def start(cls, judge: Judge, shape: Shape, calibration: Calibration) -> Track:
+        idle = judge.session.idle_cpu_now()  # before the second calibration: its idle spans count too
         if judge.device == "cpu":
             calibration = recalibrated(judge, shape, calibration)
-        return cls(judge, shape, calibration, judge.secret.between(3, 6), idle_cpu_start=judge.session.idle_cpu_s)
+        return cls(judge, shape, calibration, judge.secret.between(3, 6), idle_cpu_start=idle)
 
     def step(self, recipes: list[dict[str, Any]] | None = None) -> bool:
         """One batch (on these recipes, when another kernel gets the same inputs); True when it was timed."""
@@ -378,16 +379,23 @@ class Track:
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
         bound = self._bound()
-        idle = self.judge.session.idle_cpu_s - self.idle_cpu_start
-        bound["judge"]["idle_cpu_ms"] = round(idle * 1e3, 1)
+        idle = self.judge.session.idle_cpu_now() - self.idle_cpu_start
         calls_s = sum(self.reported) / 1e6
-        if idle > IDLE_CPU_FLOOR_S + IDLE_CPU_SHARE * calls_s:
-            raise IntegrityViolation(
-                "work-after-return",
-                f"the runner used {idle * 1e3:.0f} ms of CPU while it had no call to run (its calls took "
-                f"{calls_s * 1e3:.0f} ms in all): work went on after the calls returned",
-            )
+        bound["judge"] |= {"idle_cpu_ms": round(idle * 1e3, 1), "calls_ms": round(calls_s * 1e3, 1)}
+        idle_bound(idle, calls_s)
         return summarise(self.samples).to_dict() | bound | {"reps": sum(self.sizes)}
+
+
+def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:
+    """CPU the runner's sandbox used while it had no call to run may be what a thread pool costs going to
+    sleep, or the collector: at most a floor and a share of its calls' own time. Beyond, work went on
+    after the calls returned (`work-after-return`)."""
+    if idle_s > IDLE_CPU_FLOOR_S + IDLE_CPU_SHARE * calls_s:
+        raise IntegrityViolation(
+            "work-after-return",
+            f"the runner used {idle_s * 1e3:.0f} ms of CPU while it had no call to run{where} (its calls took "
+            f"{calls_s * 1e3:.0f} ms in all): work went on after the calls returned",
+        )
 
 
 def _sample(reported: float, judged: float, calibration: Calibration, device: str,

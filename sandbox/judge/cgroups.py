@@ -1,0 +1,115 @@
+"""A control group per runner, for its CPU time: every task that was ever in it counts.
+
+Reading each process of a runner's sandbox from /proc misses work that ends before the next read
+and whose time nobody inherits: a child the kernel reaps automatically (SIGCHLD ignored) takes its
+CPU time with it, and a red-team kernel hid a child's memory population, which runs on through
+SIGSTOP inside its system call, that way. A control group's CPU accounting is charged as the work
+runs, whoever reaps whom, kernel time included. Where the judge may create one (root with a
+writable cgroup file system: cgroup v1's cpuacct, or cgroup v2), each runner starts inside its
+own; elsewhere the session reads /proc as before (sandbox/judge/procs.py). Standard library only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_ROOTS = {"v1": Path("/sys/fs/cgroup/cpuacct"), "v2": Path("/sys/fs/cgroup")}
+_COUNTER = itertools.count()
+
+
+@dataclass
+class CpuAccount:
+    """One runner's control group: where its tasks go and what they have used."""
+
+    kind: str  # "v1" (cpuacct.usage, nanoseconds) or "v2" (cpu.stat's usage_usec)
+    path: Path
+
+    @classmethod
+    def create(cls) -> CpuAccount | None:
+        """A new, empty group below the judge's own, or None where none can be made here."""
+        if os.environ.get("KS_CGROUPS") == "off":
+            return None
+        for kind, root in _ROOTS.items():
+            usage = "cpuacct.usage" if kind == "v1" else "cpu.stat"
+            parent = root / _own_group(kind).lstrip("/")
+            if not (parent / usage).is_file() and not (kind == "v2" and (parent / "cgroup.procs").is_file()):
+                continue
+            _remove_stale(parent)
+            path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            account = cls(kind, path)
+            if account.used_s() is None:
+                account.remove()
+                continue
+            return account
+        return None
+
+    def enter(self, command: list[str]) -> list[str]:
+        """`command`, started from inside the group: the shell puts itself in, then becomes it, so that
+        every process the command starts is born there (nothing runs outside it first)."""
+        procs = shlex.quote(str(self.path / "cgroup.procs"))
+        return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "ks-runner", *command]
+
+    def used_s(self) -> float | None:
+        """CPU seconds every task of the group has used since it was made, live or gone."""
+        try:
+            if self.kind == "v1":
+                return int((self.path / "cpuacct.usage").read_text()) / 1e9
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == "usage_usec":
+                    return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        """The group goes once its tasks, killed by the caller, have left it (their exit is not
+        instant); one still busy after `wait_s` is left for `_remove_stale` to take later."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+
+
+def _remove_stale(parent: Path) -> None:
+    """Groups left by judges that are gone (killed before they could remove them), if empty."""
+    for path in parent.glob("ks-runner-*-*"):
+        try:
+            pid = int(path.name.split("-")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+        except (ValueError, PermissionError):
+            continue
+
+
+def _own_group(kind: str) -> str:
+    """This process's group in the hierarchy (`/` in a container that shows only its own)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if (kind == "v2" and controllers == "") or (kind == "v1" and "cpuacct" in controllers.split(",")):
+            return path or "/"
+    return "/"
