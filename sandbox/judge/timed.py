@@ -322,7 +322,10 @@ class Track:
                 continue
             timed = self.done + j - self.warmup + 1
             fast = len(self.samples) >= 3 and call.reported_us < statistics.median(self.samples)
-            if timed == 1 or fast or judge.secret.chance(CHECKED_SHARE):
+            # The first call after the warm-up, and the first call of the first batch whose time counts
+            # (a batch holding any warm-up call is not timed at all).
+            first = timed == 1 or (was_timed and not self.samples and j == 0)
+            if first or fast or judge.secret.chance(CHECKED_SHARE):
                 if not judge.resident_inputs:  # first: the check then uses the judge's copy up
                     judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
                 _verify(judge, shape, batch, j, call, max(timed, 0))
