@@ -47,6 +47,19 @@ def embedded_source_line(source: str | None) -> int | None:
     return max(strings)[1] if strings else None
 
 
+# Lines the judge writes to its log about its own start-up (sandbox/judge/main.py's standby warm-up),
+# which say nothing about the candidate: a failing seed's message once ended with one.
+_JUDGE_STARTUP_LINES = ("standby: ",)
+
+
+def candidate_log_tail(log_tail: str) -> str:
+    """The log's tail as the kernel's author and the Coder should read it: the judge's start-up lines
+    left out, and nothing at all when nothing else is there."""
+    lines = [line for line in log_tail.splitlines() if not line.startswith(_JUDGE_STARTUP_LINES)]
+    text = "\n".join(lines)
+    return text if text.strip() else ""
+
+
 def verdict_message(verdict: Verdict, limit: int = 2000, source: str | None = None) -> str:
     """The failure as the Coder should read it: status, message, diagnostics, failed tests. A
     compiler's diagnostics are listed once (the message's own copy of the first is dropped), each
@@ -73,8 +86,9 @@ def verdict_message(verdict: Verdict, limit: int = 2000, source: str | None = No
     for f in verdict.integrity.findings:
         if f.severity == "error":
             parts.append(f"integrity scan, line {f.line}: {f.reason}")
-    if verdict.status in (Status.runtime_error, Status.crash, Status.harness_error) and verdict.log_tail:
-        parts.append("log tail:\n" + verdict.log_tail[-1200:])
+    log_tail = candidate_log_tail(verdict.log_tail)
+    if verdict.status in (Status.runtime_error, Status.crash, Status.harness_error) and log_tail:
+        parts.append("log tail:\n" + log_tail[-1200:])
     return "\n".join(parts)[:limit]
 
 

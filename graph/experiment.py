@@ -14,8 +14,9 @@ from agents.coder import Candidate
 from agents.critic import Critic, RunOutcome, SideBySide
 from agents.schemas import ExperimentPlan, Explanation, Review
 from agents.views import KernelView, source_diff
-from graph.archive import ExperimentRecord, KernelRecord, sha256_text, utc_now
+from graph.archive import ExperimentRecord, KernelRecord, utc_now
 from graph.context import RunContext
+from graph.resource_report import source_resource_report
 from graph.state import ExperimentResult, ExperimentSpec
 from graph.tuner import render_variant
 from sandbox.integrity import scan_source
@@ -67,21 +68,7 @@ def integrity_scan(ctx: RunContext, source: str) -> list[dict[str, Any]]:
 def resource_report(ctx: RunContext, source: str) -> str:
     """The static report: registers, memory and occupancy for a GPU target, which loops the compiler
     vectorised for the CPU; '' where there is no native source, or on error."""
-    # One file per source: experiments of a generation are reviewed in parallel.
-    path = ctx.run_dir / "kernels" / f"review-{sha256_text(source)[:16]}.py"
-    try:
-        path.write_text(source)
-        if ctx.config.target == "cpu":
-            from sandbox.static_cpu import analyze_cpu_submission
-
-            report = analyze_cpu_submission(path)
-            return report.summary() if report.status != "no_source" else ""
-        from sandbox.static_analysis import analyze_submission
-
-        return analyze_submission(path, ctx.config.target).summary()
-    except Exception as exc:  # a report is advice: its failure must not stop the experiment
-        log.info("no resource report: %s", exc)
-        return ""
+    return source_resource_report(source, ctx.config.target, ctx.run_dir / "kernels")
 
 
 def _finish(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord | None, status: str) -> ExperimentResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -52,8 +53,7 @@ def seed(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         )
         existing = ctx.evaluator.evaluate(source, record)
     if not existing.ok:
-        reason = f"the seed kernel does not pass ({existing.status}): {existing.message[:500]}"
-        return {"stop_reason": reason, "generation": 0}
+        return {"stop_reason": seed_failure(existing, ctx.config.seed), "generation": 0}
     ctx.progress.event("seed_done", kernel=existing.id, geomean_us=existing.geomean_us)
     if not ctx.view.roofline:
         verdict_json = ctx.archive.kernel_verdict(existing.id)
@@ -68,6 +68,17 @@ def seed(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "elapsed_s": state.get("elapsed_s", 0.0),
         "stop_reason": None,
     }
+
+
+def seed_failure(seed: KernelRecord, seed_path: str | None = None) -> str:
+    """Why the run cannot start, naming the seed's file where the user gave one and its status once:
+    its message (graph/evaluation.py's verdict_message) starts with the status already, and
+    `(runtime_error): runtime_error:` said it twice."""
+    message = seed.message.strip()
+    if not message.startswith(f"{seed.status}:"):
+        message = f"{seed.status}: {message}".strip()
+    named = f" {Path(seed_path).name}" if seed_path else ""
+    return f"the seed kernel{named} does not pass: {message[:500]}"
 
 
 def seed_summary(source: str) -> str:

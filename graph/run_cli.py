@@ -7,14 +7,14 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
 from graph.terminal import RUN_ARGUMENT_HELP, RUNS_DIR_HELP, console, fail, working
 
 if TYPE_CHECKING:  # the commands import what they use when they run: --help stays instant
-    from graph.archive import Archive
+    from graph.archive import Archive, KernelRecord
     from graph.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,9 @@ def run_command(
     target: str = typer.Option("cpu", "--target", "-t", help="cpu, cuda, or hip (a ROCm host)."),
     generations: int = typer.Option(10, "--generations", "-g", min=1, help="Generations at most."),
     parallel: int = typer.Option(3, "--parallel", "-k", min=1, max=16, help="Experiments per generation."),
-    resume: str | None = typer.Option(None, "--resume", help="Resume this run (id or directory)."),
+    resume: str | None = typer.Option(
+        None, "--resume", help="Resume this run (id, directory, or latest: the run that changed last)."
+    ),
     variant: str | None = typer.Option(None, help="Seed variant, e.g. triton."),
     seed: Path | None = typer.Option(None, help="Starting submission; default: the problem's seed."),
     llm_config: Path | None = typer.Option(None, "--llm-config", help="YAML with the roles' endpoints and models."),
@@ -204,8 +206,13 @@ def run_command(
     except Exception as exc:
         log.exception("run failed")
         fail(f"run {handle.run_id} failed: {exc}. Resume with --resume {handle.run_id}", 1)
-    console.print(leaderboard_table(archive, width=console.width))
     summary = run_summary(archive)
+    (handle.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    seed_kernel = archive.seed()
+    if seed_kernel is not None and not seed_kernel.ok:
+        archive.close()
+        refuse_failing_seed(handle.run_id, handle.config, seed_kernel)
+    console.print(leaderboard_table(archive, width=console.width))
     console.print(f"stopped: {final.get('stop_reason')}")
     spend = archive.spend()
     if spend.failed:
@@ -225,8 +232,22 @@ def run_command(
             + f"; look at it with: kernel-scientist show {handle.run_id}; export with: kernel-scientist export {handle.run_id}",
             soft_wrap=True,
         )
-    (handle.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     archive.close()
+
+
+_SEED_DETAIL_LINES = 12  # of the seed's message under its one-line failure: diagnostics, a test, a log tail
+
+
+def refuse_failing_seed(run_id: str, config: RunConfig, seed: KernelRecord) -> NoReturn:
+    """A run whose seed does not pass has nothing to improve on: exit 2, as for the other runs that
+    cannot work, with the seed's failure in one line (its diagnostics, a failed test or the log's
+    tail below it), instead of an empty leaderboard and exit 0."""
+    from graph.nodes import seed_failure
+
+    first, _, rest = seed_failure(seed, config.seed).partition("\n")
+    details = [line for line in rest.splitlines() if line.strip()][:_SEED_DETAIL_LINES]
+    details.append(f"its verdict: kernel-scientist show {run_id} {seed.id}")
+    fail(first, details="\n".join(details))
 
 
 def preflight(config: RunConfig) -> None:

@@ -42,9 +42,15 @@ def latest_run(runs_dir: Path | None = None) -> str:
     return str(max(runs, key=lambda d: (d / "archive.sqlite").stat().st_mtime))
 
 
+# What names the latest run where a run must be given, as in `run --resume latest`: an option's value
+# cannot be left out the way the other commands leave out RUN.
+LATEST = "latest"
+
+
 def open_run(run: str | Path | None, runs_dir: Path | None = None) -> RunHandle:
-    """A run by id (under the runs directory) or by its directory; None: the latest run."""
-    if run is None:
+    """A run by id (under the runs directory) or by its directory; None or "latest": the latest run
+    (run ids are PROBLEM-DATE-TIME-HEX, so no run is called that)."""
+    if run is None or run == LATEST:
         run = latest_run(runs_dir)
     candidates = [Path(run), (runs_dir or default_runs_dir()) / str(run)]
     for run_dir in candidates:

@@ -53,10 +53,13 @@ def working(text: str) -> Any:
     return console.status(text) if console.is_terminal else StatusLines(text)
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def fail(message: str, code: int = 2, details: str = "") -> NoReturn:
     """Exit with one red line: code 2 for what the user can fix (bad input, a missing device,
-    an endpoint that does not answer), 1 for a run or evaluation that failed."""
+    an endpoint that does not answer, a seed that does not pass), 1 for a run or evaluation that
+    failed. `details` (a compiler's diagnostics, a log's tail) follow it, dimmed and indented."""
     console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)  # one line, however long
+    for line in details.splitlines():
+        console.print(f"  {line}", style="dim", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

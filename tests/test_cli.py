@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import socket
 import subprocess
@@ -106,6 +107,40 @@ def test_runs_that_cannot_work_are_refused_before_they_start(tmp_path: Path) -> 
     assert result.exit_code == 2, result.output
     assert "did not answer a first small request" in result.output and f"127.0.0.1:{closed}" in result.output
     assert not runs.exists()  # nothing was created
+
+
+@pytest.mark.slow
+def test_a_run_whose_seed_fails_ends_in_one_line_and_exit_2(tmp_path: Path) -> None:
+    """It used to end with exit 0, an empty leaderboard, the status twice (`(runtime_error): runtime_error:`)
+    and the judge's own `standby: host warm-up ...` line as the seed's log tail."""
+    bad = tmp_path / "BAD.py"
+    bad.write_text("custom_kernel = None\n")
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    result = runner.invoke(app, ["run", "vector_add", "--target", "cpu", "-g", "1", "--seed", str(bad), "--plain", *runs])
+    assert result.exit_code == 2, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("error:"))
+    assert error == (
+        "error: the seed kernel BAD.py does not pass: runtime_error: importing the submission failed: "
+        "the submission defines no custom_kernel(data)"
+    ), result.output
+    assert result.output.count("runtime_error") == 1 and "Leaderboard" not in result.output
+    assert "standby" not in result.output and "log tail" not in result.output
+    status = runner.invoke(app, ["status", *runs])
+    assert status.exit_code == 0 and "the seed kernel BAD.py does not pass" in status.output
+    assert "standby" not in status.output and status.output.count("runtime_error") == 1, status.output
+
+
+def test_the_judges_start_up_lines_stay_out_of_a_failures_log_tail() -> None:
+    from graph.evaluation import verdict_message
+    from sandbox.verdict import Status, SubmissionInfo, Verdict
+
+    submission = SubmissionInfo(path="k.py", sha256="0" * 64)
+    crash = Verdict(status=Status.crash, message="the runner died", target="cpu", submission=submission,
+                    log_tail="standby: host warm-up 2.02 s; no device\nSegmentation fault in k.cpp")  # fmt: skip
+    message = verdict_message(crash)
+    assert "standby" not in message and "log tail:\nSegmentation fault in k.cpp" in message
+    only_start_up = crash.model_copy(update={"log_tail": "standby: host warm-up 2.02 s; no device\n"})
+    assert verdict_message(only_start_up) == "crash: the runner died"
 
 
 def test_gpu_preflight_names_the_alternative() -> None:
@@ -312,6 +347,20 @@ def test_a_resume_names_what_it_ignores_and_how_a_finished_run_goes_on(
     assert "this run had finished (generation budget reached (1)); --more N runs N more generations" in result.output
     plain = runner.invoke(app, ["run", "--resume", handle.run_id, "--plain", "-d", "vectorise", *runs])
     assert "ignored" not in plain.output and "had finished" in plain.output
+
+
+def test_resume_latest_resumes_the_run_that_changed_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other commands mean the latest run when RUN is left out; an option's value cannot be left out."""
+    import graph.runs
+
+    older = create_run(RunConfig(problem="vector_add"), tmp_path / "runs")
+    latest = create_run(RunConfig(problem="softmax"), tmp_path / "runs")
+    os.utime(older.archive_path, (0, 0))  # the latest run is the one whose archive changed last
+    monkeypatch.setattr(graph.runs, "build_context", lambda *a, **k: None)  # nothing is run
+    monkeypatch.setattr(graph.runs, "execute", lambda *a: {"stop_reason": "generation budget reached (1)"})
+    result = runner.invoke(app, ["run", "--resume", "latest", "--plain", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert f"run {latest.run_id} in " in result.output and older.run_id not in result.output
 
 
 def test_times_in_prompts_and_run_messages_have_no_e_notation() -> None:
