@@ -36,6 +36,13 @@ from sandbox import buildcache
 from sandbox.safe_env import safe_env
 
 BUILD_TIMEOUT_S = float(os.environ.get("KS_BUILD_TIMEOUT", "600"))
+# The largest library a build may leave in the cache, which every later runner can read: kernels with
+# tables run to a few MB; a red-team kernel compiled a 64 MB array into one, a channel to later
+# candidates and a way to fill the disk.
+MAX_LIBRARY_MB = 32
+# A failure the compiler did not decide (it timed out, was killed, or the disk was full) may not recur:
+# it is not cached, so the same source is built again next time rather than refused for good.
+_TRANSIENT = ("No space left on device", "Cannot allocate memory")
 
 # Every build this process asked for, in order; the worker copies it into the
 # verdict (commands, logs, cache hits, seconds).
@@ -226,20 +233,27 @@ def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | Non
             src.write_text(source)
             out = Path(work) / "lib.so"
             command = [chain.compiler, *chain.flags, str(src), "-o", str(out)]
+            transient = False
             try:
                 proc = subprocess.run(
                     wrap(command, Path(work)) if wrap else command, capture_output=True, text=True,
                     timeout=BUILD_TIMEOUT_S, cwd=work, env=safe_env(),
                 )
                 log, ok = proc.stdout + proc.stderr, proc.returncode == 0
+                transient = proc.returncode < 0 or any(t in log for t in _TRANSIENT)
             except subprocess.TimeoutExpired:
-                log, ok = f"compiler timed out after {BUILD_TIMEOUT_S:.0f} s", False
+                log, ok, transient = f"compiler timed out after {BUILD_TIMEOUT_S:.0f} s", False, True
             # Paths of the throw-away folder mean nothing to a reader.
             log = log.replace(str(src), src.name)
             seconds = time.perf_counter() - started
+            if ok and out.stat().st_size > MAX_LIBRARY_MB << 20:
+                ok = False
+                log += (f"the built library is {out.stat().st_size / 2**20:.0f} MB, over the {MAX_LIBRARY_MB} MB a "
+                        "kernel's library may take: keep large tables out of the source (compute them, or pass them in)")
             if ok:
                 os.replace(out, entry.library)
-            entry.record(ok, log, seconds, command)
+            if not transient:
+                entry.record(ok, log, seconds, command)
     record.update(cached=False, ok=ok, command=command, seconds=seconds, log=log)
     BUILD_RECORDS.append(record)
     if not ok:

@@ -283,6 +283,24 @@ def test_the_runner_sees_of_the_host_only_the_system_and_what_it_runs() -> None:
     assert isolation._host_top_level()[0], "a host has folders of its own (home folders at least)"
 
 
+def test_what_the_runner_writes_into_its_own_folders_is_capped() -> None:
+    # Files in the sandbox's in-memory folders belong to no process, so the memory limit (resident
+    # pages of the tree) never sees them: a red-team kernel parked 3 GB there under a 2 GB limit.
+    found = isolation.probe()
+    if not found.available or not found.sized_tmpfs:
+        pytest.skip("no bubblewrap here, or one too old to cap a tmpfs")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[ROOT], hidden=[], gpu=False)
+    emptied = isolation._host_top_level()[0][0]
+    probe = ("python3 -c \"import sys\nfor path, mib in (('/var/tmp/x', 80), ('%s/x', 2), ('/tmp/x', 8)):\n"
+             "    try:\n        open(path, 'wb').write(bytes(mib << 20)); print(path, 'written')\n"
+             "    except OSError as e:\n        print(path, 'refused', e.errno)\"" % emptied)
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    assert "/var/tmp/x refused 28" in seen, seen  # ENOSPC: over its 64 MiB
+    assert f"{emptied}/x refused 28" in seen, seen
+    assert "/tmp/x written" in seen, seen  # what a kernel's JIT or compiler needs still fits
+    assert "capped" not in found.describe() and "MiB" in found.describe()
+
+
 def test_the_runner_cannot_read_what_only_the_systems_owner_may() -> None:
     # Run as root, the judge's runner maps to root outside its namespace: TLS and SSH keys, service
     # configurations and login logs readable only by their owner would all be open to a candidate.

@@ -96,6 +96,30 @@ def test_failed_build_is_cached_with_its_diagnostics(tmp_path: Path, monkeypatch
 
 
 @pytest.mark.slow
+def test_a_failure_the_compiler_did_not_decide_is_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A compiler killed or timed out under load, or a full disk, says nothing of the source: cached, it
+    # would refuse the same honest source for good.
+    _fresh_cache(tmp_path, monkeypatch)
+    monkeypatch.setattr(native, "BUILD_TIMEOUT_S", 0.001)
+    with pytest.raises(native.BuildError, match="timed out"):
+        native.load_cpp(ADD + "// slow once", name="scale")
+    monkeypatch.setattr(native, "BUILD_TIMEOUT_S", 600.0)
+    native.load_cpp(ADD + "// slow once", name="scale")
+    assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, False]
+
+
+@pytest.mark.slow
+def test_a_library_too_large_for_the_cache_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every runner reads the cache: a library holding a large table is a channel to later candidates.
+    _fresh_cache(tmp_path, monkeypatch)
+    monkeypatch.setattr(native, "MAX_LIBRARY_MB", 1)
+    table = 'extern "C" { unsigned char table[3 << 20] = {1}; int first() { return table[0]; } }\n'
+    with pytest.raises(native.BuildError, match="over the 1 MB a kernel's library may take"):
+        native.load_cpp(table, name="table")
+    assert not list((tmp_path / "cache").rglob("lib.so"))
+
+
+@pytest.mark.slow
 def test_parallel_builders_of_one_key_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = _fresh_cache(tmp_path, monkeypatch)
     script = (

@@ -93,6 +93,8 @@ CHEATS = [
     ("library", "vector_add", "rt_library_numpy_add", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "library_op", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, "forbidden-op"),
+    # 6. persisting: one evaluation adds a bounded number of libraries, of a bounded size, to the cache
+    ("persist", "vector_add", "rt_persist_build_flood", "check", {Status.runtime_error, Status.build_error}, None),
     # 7. the reference is computed and timed by the judge only
     ("reference", "softmax", "rt_reference_zero_softmax", "check", {Status.wrong_output}, None),
     ("reference", "vector_add", "rt_reference_zero_add", "check", {Status.wrong_output}, None),

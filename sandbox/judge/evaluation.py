@@ -384,7 +384,13 @@ class Evaluation:
             if paired.get("reference_median_us"):  # timed in the same rounds as the two kernels
                 reference = {"median_us": paired["reference_median_us"]}
             elif self.request.get("time_reference", True):
+                stopped = self.session.stopped_cpu_seconds() if self.target == "cpu" and self.session else None
                 reference = timed.time_reference(self.judge, shape, policy)
+                if self.session is not None:
+                    try:
+                        timed.stayed_still(self.session, stopped, "while the reference was timed")
+                    except IntegrityViolation as exc:
+                        self.reject(exc.rule, exc.reason, label)
             else:
                 reference = None
             shape.bases = []

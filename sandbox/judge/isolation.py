@@ -39,6 +39,12 @@ _SEARCH_LIMIT = 200_000
 # (a red-team kernel read a root-only file under /work, outside the searched folders).
 _SYSTEM_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "var", "run", "sys", "proc",
                "dev", "tmp", "nix", "snap", "gnu")
+# What the sandbox's own folders may hold, in MiB. Files there live in memory that no process maps,
+# so the memory limit (resident pages of the tree) never sees them: a red-team kernel parked 3 GB in
+# /tmp and /dev/shm and passed a 2 GB limit. /tmp takes compiler intermediates and JIT caches
+# (torch.compile, Triton); an emptied folder needs only the mount points of what is bound back.
+_TMPFS_MIB = {"/tmp": 1024, "/dev/shm": 256, "/var/tmp": 64}
+_EMPTIED_MIB = 1
 
 
 @dataclass(frozen=True)
@@ -48,12 +54,14 @@ class Isolation:
     available: bool
     unprivileged_user: bool
     reason: str
+    sized_tmpfs: bool = False  # bubblewrap takes --size (0.5 and later): the sandbox's folders are capped
 
     def describe(self) -> str:
         if not self.available:
             return f"not isolated ({self.reason})"
         user = "unprivileged user" if self.unprivileged_user else "same user (no user namespace)"
-        return f"bubblewrap: read-only system, host's own folders hidden, private /tmp, own PID namespace, no network, {user}"
+        tmp = f"private /tmp of {_TMPFS_MIB['/tmp']} MiB" if self.sized_tmpfs else "private /tmp (uncapped)"
+        return f"bubblewrap: read-only system, host's own folders hidden, {tmp}, own PID namespace, no network, {user}"
 
 
 def _works(command: list[str]) -> bool:
@@ -75,7 +83,8 @@ def probe() -> Isolation:
     if not _works([*base, "true"]):
         return Isolation(False, False, "bubblewrap cannot create namespaces here")
     user = _works([bwrap, "--unshare-user", "--uid", "65534", "--gid", "65534", *base[1:], "true"])
-    return Isolation(True, user, "")
+    sized = _works([bwrap, *base[1:-1], "--size", "1048576", "--tmpfs", "/tmp", "--", "true"])
+    return Isolation(True, user, "", sized)
 
 
 def command(
@@ -193,7 +202,8 @@ def _hide_owner_only() -> list[str]:
     """bubblewrap options that empty the owner-only folders and put an empty file over the
     owner-only files (sockets too: a root-only socket would otherwise take the runner's connection)."""
     folders, files = _hidden_owner_only()
-    return [*(a for f in folders for a in ("--tmpfs", f)),
+    found = probe()
+    return [*(a for f in folders for a in _tmpfs(found, f, _EMPTIED_MIB)),
             *(a for f in files if f not in _PRIVATE_FILES for a in ("--ro-bind", "/dev/null", f))]
 
 
@@ -202,11 +212,11 @@ def _sandbox(found: Isolation) -> list[str]:
     private folders emptied and its private files hidden, private temporary folders, its own PID,
     network, IPC and UTS namespaces, no capabilities, an unprivileged user where the host allows,
     and death with its parent. Binds that follow may bring paths back."""
-    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/var/tmp"]
+    args = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+    args += [arg for folder, mib in _TMPFS_MIB.items() for arg in _tmpfs(found, folder, mib)]
     top_folders, top_files = _host_top_level()
     private = sorted({*(f for f in _PRIVATE_FOLDERS if os.path.isdir(f)), *top_folders})
-    args += [arg for folder in private for arg in ("--tmpfs", folder)]
+    args += [arg for folder in private for arg in _tmpfs(found, folder, _EMPTIED_MIB)]
     args += [arg for secret in (*_PRIVATE_FILES, *top_files) if os.path.exists(secret)
              for arg in ("--ro-bind", "/dev/null", secret)]
     args += _hide_owner_only()
@@ -215,6 +225,12 @@ def _sandbox(found: Isolation) -> list[str]:
     if found.unprivileged_user:
         args += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     return args
+
+
+def _tmpfs(found: Isolation, folder: str, mib: int) -> list[str]:
+    """An empty in-memory folder, capped at `mib` where bubblewrap can cap it."""
+    size = ["--size", str(mib << 20)] if found.sized_tmpfs else []
+    return [*size, "--tmpfs", folder]
 
 
 def compiler_command(command: list[str], work: Path) -> list[str]:

@@ -108,6 +108,21 @@ def cpu_seconds(pids: list[int]) -> float:
     return seconds
 
 
+def all_stopped(pids: list[int]) -> bool:
+    """Whether every thread of these processes has stopped (or exited): a stop signal lands on each
+    thread asynchronously, and a thread inside a system call that does not look for signals runs on."""
+    for pid in pids:
+        for stat_path in glob.glob(f"/proc/{pid}/task/*/stat"):
+            try:
+                with open(stat_path) as stat:
+                    state = stat.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("T", "t", "Z", "X"):
+                return False
+    return True
+
+
 def host_busy_seconds(stat: str = "/proc/stat") -> float | None:
     """CPU time the whole host has spent busy since boot, every core together (user, nice, system,
     interrupts, and time a hypervisor gave this machine's cores to others), in seconds; None where

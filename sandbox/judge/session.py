@@ -70,6 +70,8 @@ class ImpossibleTiming(RunnerBroke):
     rule = "timing-impossible"
 
 
+# New libraries one evaluation may add to the build cache (first-call autotuning of a few variants fits).
+MAX_FRESH_BUILDS = 16
 # What a batch's reported figures may exceed its round trip by: the runner's clock and the judge's are one
 # monotonic clock (device events on a GPU, whose timestamps drift from it by parts per million).
 REPORT_SLACK = 0.01
@@ -265,8 +267,14 @@ class RunnerSession:
         return (reply.get("out"), reply.get("inputs")) if inputs else reply.get("out")
 
     def _build(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Build in the judge: the cache is written here only, and a library is hashed before use."""
+        """Build in the judge: the cache is written here only, and a library is hashed before use. One
+        candidate may add at most `MAX_FRESH_BUILDS` new libraries to the cache (each at most
+        `native.MAX_LIBRARY_MB`): every distinct source is a new entry that later runners can read."""
         before = len(native.BUILD_RECORDS)
+        fresh = sum(1 for r in self.build_records if not r.get("cached"))
+        if fresh >= MAX_FRESH_BUILDS:
+            return {"op": "build_failed", "log": f"this candidate has built {fresh} libraries, the most one evaluation "
+                                                 "may add to the build cache: build fewer variants"}
         try:
             path = native.library(
                 name=str(request.get("name", "kernel"))[:64], source=str(request.get("source", "")),
@@ -292,6 +300,16 @@ class RunnerSession:
         if self.host_pid is None:
             return None
         return self._used(self._sandbox_pids())
+
+    def stopped_cpu_seconds(self, wait_s: float = 0.02) -> float | None:
+        """The sandbox's CPU time once every thread of it has stopped, waiting at most `wait_s`: a stop
+        signal lands asynchronously, and a thread's last slice is charged when it leaves the core, so
+        a reading taken at once could still grow for an honest kernel. A thread inside a system call
+        that ignores the signal keeps running past the wait, and what it uses after is its own."""
+        deadline = time.monotonic() + wait_s
+        while self._frozen and not procs.all_stopped(self._frozen) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        return self.cpu_seconds()
 
     def idle_cpu_now(self) -> float:
         """The idle CPU counted so far (`idle_cpu_s`), and what the sandbox has used since its last

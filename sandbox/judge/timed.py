@@ -71,6 +71,10 @@ COPY_LAUNCH_US = 20.0
 # batch: the collector, a thread pool going to sleep), in seconds and as a share of its calls' time.
 IDLE_CPU_FLOOR_S = 0.05
 IDLE_CPU_SHARE = 0.2
+# CPU a stopped sandbox may use while the judge times something else beside it (the other kernel of a
+# pair, the reference): a stopped process runs no code of its own, but a system call it left running
+# (populating memory, a large copy in the kernel) goes on through SIGSTOP and loads the host.
+STOPPED_CPU_S = 0.002
 
 
 @dataclass
@@ -498,16 +502,20 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         for track in order:
             if track is second and base_failed:
                 continue
+            stopped = _stopped_now([t for t in tracks if t is not track])
             try:
                 timed.append(track.step(recipes))
             except (IntegrityViolation, CandidateFailure) as exc:
                 if track is first:
                     raise
                 base_failed = f"the base failed while timed: {exc}"
+            base_failed = _still_while_stopped(stopped, first, "while the other kernel was timed") or base_failed
         if len(timed) == 2 and all(timed):
             ratios.append(second.samples[-1] / first.samples[-1] if first.samples[-1] > 0 else math.inf)
             if reference:
+                stopped = _stopped_now(tracks)
                 reference_us.append(_reference_once(lead.judge, lead.shape, recipes[0], timer))
+                base_failed = _still_while_stopped(stopped, first, "while the reference was timed") or base_failed
         rounds += 1
         live = [first] if base_failed else tracks
         calls = min(sum(t.sizes) for t in live)
@@ -532,6 +540,37 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     if base_failed:
         paired |= {"ratio": None, "ratio_ci": None, "difference": "not measured", "error": base_failed[:500]}
     return {"candidate": first.result(), "paired": paired}
+
+
+def _stopped_now(tracks: list[Track]) -> list[tuple[Track, float | None]]:
+    """The CPU time so far of each CPU runner's sandbox, stopped since its last answer (`_freeze`)."""
+    return [(t, t.judge.session.stopped_cpu_seconds()) for t in tracks if t.kind == "cpu"]
+
+
+def _still_while_stopped(stopped: list[tuple[Track, float | None]], candidate: Track, during: str) -> str | None:
+    """Each stopped sandbox used no more than `STOPPED_CPU_S` since `stopped` was read. The candidate's
+    doing more is rejected; the base's ends the pairing (its reason returned)."""
+    for track, before in stopped:
+        try:
+            stayed_still(track.judge.session, before, during)
+        except IntegrityViolation as exc:
+            if track is candidate:
+                raise
+            return f"the base worked while it was stopped: {exc.reason}"
+    return None
+
+
+def stayed_still(session: Any, before: float | None, during: str) -> None:
+    """A stopped sandbox runs no code of its own; CPU it used anyway went on in system calls that a stop
+    signal does not halt, beside whatever the judge timed meanwhile (`work-after-return`)."""
+    after = session.cpu_seconds()
+    if before is None or after is None or after - before <= STOPPED_CPU_S:
+        return
+    raise IntegrityViolation(
+        "work-after-return",
+        f"the runner's sandbox used {(after - before) * 1e3:.1f} ms of CPU while it was stopped, {during}: "
+        "work went on in the kernel after the calls returned (a system call left running)",
+    )
 
 
 def _reference_once(judge: Judge, shape: Shape, recipe: dict[str, Any], timer: Timer) -> float:
