@@ -11,7 +11,8 @@ trial is a false difference when it says "faster" or "slower"; for r > 1 it is r
 (graph/verify.py: a difference only where every fresh judge agrees), the rule that crowns a best.
 `--load N` runs N busy processes per core beside the measurement; `--cores` pins the judges and
 their runners (sandbox/envinfo.py's parse_cores); `--sizes` replaces the target's benchmark shapes
-(on a GPU, vector_add's own reach 1 GB a tensor, and two judges with two runners hold each twice).
+(on a GPU, vector_add's own reach 1 GB a tensor, and two judges with two runners hold each twice);
+`--reanalyse FILE...` reads stored results at each noise floor of `FLOORS` instead of measuring.
 """
 
 from __future__ import annotations
@@ -100,6 +101,33 @@ def verified(runs: list[dict[str, object]]) -> list[str]:
             for i in range(0, len(runs) - size + 1, size)]
 
 
+FLOORS = (0.01, 0.02, 0.03)  # noise floors the stored intervals are read against (sandbox/summary.py's is the first)
+
+
+def by_floor(runs: list[dict[str, object]]) -> dict[str, dict[str, int]]:
+    """What the trials' intervals say at each noise floor: a floor is the smallest difference called a
+    difference, so this shows what raising sandbox/summary.py's NOISE_FLOOR would trade."""
+    out: dict[str, dict[str, int]] = {}
+    for floor in FLOORS:
+        said = {"faster": 0, "slower": 0, "no difference": 0}
+        for run in runs:
+            ci = run.get("ratio_ci")
+            if not ci:
+                continue
+            lo, hi = float(ci[0]), float(ci[1])  # type: ignore[index]
+            said["faster" if lo > 1 + floor else "slower" if hi < 1 / (1 + floor) else "no difference"] += 1
+        out[f"{floor:.2f}"] = said
+    return out
+
+
+def reanalyse(paths: list[Path]) -> None:
+    """Each stored result's trials read at every floor in `FLOORS`, one line per file and ratio."""
+    for path in paths:
+        for ratio, summary in json.loads(path.read_text())["ratios"].items():
+            print(json.dumps({"file": path.name, "ratio": ratio, "trials": len(summary["runs"]),
+                              "by_floor": by_floor(summary["runs"])}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=8)
@@ -110,7 +138,12 @@ def main() -> None:
     parser.add_argument("--target", choices=sorted(FIXTURES), default="cpu")
     parser.add_argument("--cores", default=None, help="pin the judges and runners to these cores, e.g. 1")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="benchmark shapes, in elements")
+    parser.add_argument("--reanalyse", type=Path, nargs="+", default=None,
+                        help="read stored results at each noise floor instead of measuring")
     args = parser.parse_args()
+    if args.reanalyse:
+        reanalyse(args.reanalyse)
+        return
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load * (os.cpu_count() or 1))]
     for p in spinners:
         p.start()
@@ -136,7 +169,8 @@ def main() -> None:
                            "no_difference": said.count("no measurable difference"),
                            "not_measured": said.count("not measured"),
                            "estimate_above_1": sum(1 for r in runs if r["ratio"] and float(r["ratio"]) > 1),  # type: ignore[arg-type]
-                           "verified": {d: pipeline.count(d) for d in sorted(set(pipeline))}}
+                           "verified": {d: pipeline.count(d) for d in sorted(set(pipeline))},
+                           "by_floor": by_floor(runs)}
                 results["ratios"][str(ratio)] = summary  # type: ignore[index]
                 print(json.dumps({"ratio": ratio, **{k: v for k, v in summary.items() if k != "runs"},
                                   "seconds_per_trial": [r["seconds"] for r in runs],
