@@ -76,8 +76,9 @@ def _compare_tensor(
     g = got.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
     diff = (g - e).abs()
-    # NaN or inf where the reference is finite is the worst possible error.
-    bad_value = ~torch.isfinite(g) & torch.isfinite(e)
+    # NaN or inf where the reference is finite is the worst possible error; where the reference is
+    # infinite, only the same infinity matches (its allowance, atol + rtol * inf, would take anything).
+    bad_value = (~torch.isfinite(g) & torch.isfinite(e)) | (torch.isinf(e) & (g != e))
     nan_mismatch = torch.isnan(g) ^ torch.isnan(e)
     # The worst element is the one furthest beyond its own allowance (with tolerances), else the one
     # furthest off: a large error well inside a large allowance is not what failed.
@@ -138,7 +139,8 @@ def _quick_pass(got: torch.Tensor, expected: torch.Tensor, rtol: float | None, a
         e = e_all[start:start + chunk].float()
         diff = (g - e).abs_()
         allowed = e.abs().mul_(rtol).add_(atol).mul_(1 - 1e-6)
-        if not bool(torch.isfinite(g).all()) or not bool((diff <= allowed).all()):
+        finite = bool(torch.isfinite(g).all()) and bool(torch.isfinite(e).all())  # an infinite allowance is no check
+        if not finite or not bool((diff <= allowed).all()):
             return None
         worst = max(worst, float(diff.max()))
     return worst

@@ -194,11 +194,14 @@ def _sha256(path: Path) -> str:
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
+    """The log's last `limit` bytes, read from its end: a candidate decides how long the log is."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as log_file:
+            log_file.seek(max(0, log_file.seek(0, 2) - limit))
+            data = log_file.read(limit)
     except OSError:
         return ""
-    return data[-limit:].decode(errors="replace")
+    return data.decode(errors="replace")
 
 
 def evaluate(

@@ -36,9 +36,9 @@ def test_seed_passes_and_is_timed(name: str) -> None:
     options = EvalOptions(target="cpu", timing={"budget_s": 0.2, "warmup_s": 0.0, "min_reps": 3})
     verdict = evaluate(name, spec.seed_for("cpu"), options)
     assert verdict.status == Status.ok, verdict.message + "\n" + "\n".join(verdict.errors)
-    # Every test shape, plain and under each of the problem's adversarial value cases; every benchmark
-    # shape under those cases too, before it is timed.
-    checked = len(spec.tests) + (len(spec.tests) + len(spec.benchmarks)) * len(spec.adversarial)
+    # Every test shape and every benchmark shape, plain and under each of the problem's adversarial
+    # value cases (the benchmark shapes before they are timed).
+    checked = (len(spec.tests) + len(spec.benchmarks)) * (1 + len(spec.adversarial))
     assert len(verdict.tests) == checked and all(t.passed for t in verdict.tests)
     assert len(verdict.benchmarks) == len(spec.benchmarks)
     for bench in verdict.benchmarks:

@@ -61,6 +61,20 @@ def test_a_started_runner_has_loaded_no_judge_module() -> None:
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_the_runner_limits_its_files_and_timers_before_any_candidate_runs() -> None:
+    # A red-team kernel printed 512 MB into the runner's log on the host's disk, and another armed 5000
+    # POSIX timers to expire beside the base of a pair while its own sandbox was stopped.
+    probe = ("import ctypes, resource, sys; sys.path.insert(0, %r); from sandbox.runner.main import _limit_resources\n"
+             "_limit_resources()\nlibc = ctypes.CDLL(None)\ntimer = ctypes.c_void_p()\nmade = 0\n"
+             "while made < 1000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:\n    made += 1\n"
+             "print(made, resource.getrlimit(resource.RLIMIT_FSIZE)[1])" % str(ROOT))
+    made, fsize = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                                 check=True).stdout.split()
+    from sandbox.runner.main import MAX_FILE_BYTES, MAX_PENDING_SIGNALS
+
+    assert 0 < int(made) <= MAX_PENDING_SIGNALS and int(fsize) == MAX_FILE_BYTES
+
+
 def test_the_runner_gets_one_descriptor_and_no_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox.judge.session import _secret_free_env
 

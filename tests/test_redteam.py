@@ -50,6 +50,7 @@ CHEATS = [
     # 2. forging the result channel: the runner answers requests; the judge decides
     ("channel", "softmax", "rt_channel_fake_done_exit", "full", {Status.crash, Status.rejected}, None),
     ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_huge_output_spec", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound
@@ -105,6 +106,7 @@ CHEATS = [
     ("values", "rmsnorm", "rt_values_rmsnorm_no_eps", "check", {Status.wrong_output}, None),
     ("values", "rmsnorm", "rt_values_rmsnorm_bf16_chunks", "check", {Status.wrong_output}, None),
     ("values", "softmax", "rt_values_softmax_ranked_only", "full", {Status.wrong_output}, None),
+    ("values", "softmax", "rt_values_generated_rows_only", "full", {Status.wrong_output}, None),
     # and the older set: partial or stale outputs
     ("outputs", "softmax", "stale_memory", "check", {Status.wrong_output}, None),
     ("outputs", "softmax", "first_row_only", "check", {Status.wrong_output}, None),

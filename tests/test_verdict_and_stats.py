@@ -101,6 +101,16 @@ def test_the_worst_element_is_the_one_furthest_beyond_its_allowance() -> None:
     assert result.worst_index == [1] and "got 0.01" in result.message, result.message
 
 
+def test_where_the_reference_is_infinite_only_the_same_infinity_passes() -> None:
+    # Its allowance, atol + rtol * inf, is infinite: any finite value, or the other infinity, fitted it.
+    expected = torch.tensor([float("inf"), 1.0, float("-inf"), 2.0])
+    for got in ([0.0, 1.0, float("-inf"), 2.0], [float("inf"), 1.0, float("inf"), 2.0]):
+        result = compare_outputs(torch.tensor(got), expected, rtol=1e-3, atol=1e-3)
+        assert not result.passed and result.mismatches == 1, (got, result)
+    assert compare_outputs(expected.clone(), expected, rtol=1e-3, atol=1e-3).passed
+    assert compare_outputs(expected.clone(), expected, rtol=None, atol=None).passed
+
+
 def test_comparison_counts_unwritten_nan() -> None:
     expected = torch.ones(10)
     got = expected.clone()

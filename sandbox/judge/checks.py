@@ -176,9 +176,20 @@ class Judge:
         """The call's output, copied out of the arena onto the judge's device (a snapshot)."""
         assert self.arena is not None
         try:
-            return decode(call.output, lambda spec: self.arena.view(spec).to(self.device, copy=True))  # type: ignore[union-attr]
+            return decode(call.output, lambda spec: self._within_arena(spec).to(self.device, copy=True))
         except ValueError as exc:
             raise IntegrityViolation("protocol", f"the runner described its output impossibly: {exc}") from exc
+
+    def _within_arena(self, spec: dict[str, Any]) -> Any:
+        """The view a spec describes, refused where its elements would take more than the whole arena: a
+        spec with zero strides lies inside the arena and still describes any number of elements, which
+        the judge's copy would then allocate (a red-team runner asked for 4 TB and ended the evaluation
+        in a harness error)."""
+        assert self.arena is not None
+        view = self.arena.view(spec)
+        if view.numel() * view.element_size() > self.arena.size:
+            raise ValueError(f"an output of shape {list(view.shape)} holds more than the {self.arena.size}-byte arena")
+        return view
 
     def call(self, tree: Any = None, region: dict[str, int] | None = None, noop: bool = False,
              recipe: dict[str, Any] | None = None, out_bytes: int = 0) -> Call:

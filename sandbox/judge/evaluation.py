@@ -296,11 +296,13 @@ class Evaluation:
 
     def _check_cases(self, problem: Any) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
         """Every test shape as generated and under each of the problem's adversarial values; when the
-        kernel is to be timed, every benchmark shape under them too: a kernel that takes another
-        path on the ranked shapes must handle the same values there."""
-        cases: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(p, None) for p in problem.tests]
-        shapes = problem.tests + (problem.benchmarks if self.mode == "full" else [])
-        return cases + [(p, case) for case in problem.adversarial for p in shapes]
+        kernel is to be timed, every benchmark shape as generated and under them too: a kernel that
+        takes another path on the ranked shapes must handle the same values there. Timed calls see
+        only blends of two generated sets, whose spread is narrower than one set's (a red-team kernel
+        was wrong on any softmax row as wide as the generator's, on the benchmark shapes only)."""
+        benchmarks = problem.benchmarks if self.mode == "full" else []
+        cases: list[tuple[dict[str, Any], dict[str, Any] | None]] = [(p, None) for p in problem.tests + benchmarks]
+        return cases + [(p, case) for case in problem.adversarial for p in problem.tests + benchmarks]
 
     def _check_base(self, problem: Any) -> None:
         """The base kernel goes through the candidate's checks too, so that both runners come to the

@@ -407,8 +407,29 @@ def _device_broken(exc: BaseException) -> bool:
                                    "unspecified launch failure", "device-side assert"))
 
 
+# Limits set before any candidate code runs; with no capabilities in its sandbox, none can raise them.
+# The largest file the runner's processes may write, its log (stdout and stderr, a file on the host's
+# disk) included: a red-team kernel printed 512 MB there, which the orchestrator then read whole.
+MAX_FILE_BYTES = 256 << 20
+# Signals queued at once, which also bounds the POSIX timers a process may hold (each keeps one queued):
+# a red-team kernel armed 5000 timers to expire while its sandbox was stopped, and each expiry's work
+# landed on whatever the judge timed then (the base of a pair, the reference), charged to it.
+MAX_PENDING_SIGNALS = 64
+
+
+def _limit_resources() -> None:
+    import resource
+
+    for limit, value in ((resource.RLIMIT_FSIZE, MAX_FILE_BYTES), (resource.RLIMIT_SIGPENDING, MAX_PENDING_SIGNALS)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
+    _limit_resources()
     sock = socket.socket(fileno=int(argv[1]))
     import torch  # noqa: F401 - paid before the first request, while the judge prepares
 
