@@ -93,7 +93,8 @@ CHEATS = [
     ("library", "vector_add", "rt_library_addcmul", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "rt_library_numpy_add", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "library_op", "full", {Status.rejected}, "forbidden-op"),
-    ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, "forbidden-op"),
+    # bf16 matmul runs in oneDNN's JIT code (anonymous memory) as much as in at::native's: either is seen
+    ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # 6. persisting: one evaluation adds a bounded number of libraries, of a bounded size, to the cache
     ("persist", "vector_add", "rt_persist_build_flood", "check", {Status.runtime_error, Status.build_error}, None),
     # 7. the reference is computed and timed by the judge only
@@ -117,13 +118,14 @@ CHEATS = [
 
 @pytest.mark.parametrize("klass, problem, name, mode, statuses, rule", CHEATS, ids=[c[2] for c in CHEATS])
 def test_cheat_is_stopped_with_a_reason(klass: str, problem: str, name: str, mode: str, statuses: set[Status],
-                                        rule: str | None) -> None:
+                                        rule: str | tuple[str, ...] | None) -> None:
     verdict = _evaluate(problem, name, mode)
     assert verdict.status in statuses, _detail(verdict)
     if verdict.status == Status.ok:  # a patched clock or event in the runner changes nothing the judge uses
         return
     if rule is not None:
-        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == rule, _detail(verdict)
+        rules = rule if isinstance(rule, tuple) else (rule,)
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule in rules, _detail(verdict)
     assert verdict.message, _detail(verdict)
 
 
@@ -257,4 +259,5 @@ def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str,
     if status is Status.rejected:
         rule = {"rt_channel_claim_overwritten": "output-changed-after-return",
                 "rt_nolook_shared_output_late": "timed-output-wrong"}.get(name, "input-mutation")
-        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == rule, _detail(verdict)
+        rules = rule if isinstance(rule, tuple) else (rule,)
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule in rules, _detail(verdict)
