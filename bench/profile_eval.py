@@ -71,9 +71,14 @@ def main() -> None:
     result = evaluate_request(request, Quiet(), {}, {}, _start_runner)  # the judge in this process
     profiler.disable()
     print(f"judge: {time.perf_counter() - started:.2f} s, status {result['status']}, phases {result['phases']}")
+    if result["status"] != "ok":
+        print(f"  {result.get('message', '')[:400]}")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
     print(out.getvalue()[-9000:])
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+    print(out.getvalue()[-5000:])
 
 
 if __name__ == "__main__":

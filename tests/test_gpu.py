@@ -124,3 +124,45 @@ def test_a_gpu_runners_digest_is_the_judges() -> None:
         host = torch.randn(numel).to(dtype)
         device = host.cuda()
         assert digest([device]) == digest([host]), (numel, dtype, xorfold.available(device))
+
+
+def test_the_device_arena_is_one_block_two_processes_see() -> None:
+    """The judge's arena on a GPU: what one process writes into the block, the other reads, both ways,
+    with no trip through host memory."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from sandbox.shared.arena import DeviceArena
+
+    arena = DeviceArena.create_on(1 << 20, "cuda:0")
+    spec = {"dtype": "float32", "shape": [1024], "stride": [1], "offset": 4096}
+    arena.view(spec).copy_(torch.arange(1024, dtype=torch.float32, device="cuda:0"))
+    torch.cuda.synchronize()
+    child = (
+        "import json, sys, torch\n"
+        "from sandbox.shared.arena import DeviceArena\n"
+        "arena = DeviceArena.attach_to(json.loads(sys.argv[1]), 'cuda:0')\n"
+        "spec = {'dtype': 'float32', 'shape': [1024], 'stride': [1], 'offset': 4096}\n"
+        "seen = arena.view(spec)\n"
+        "assert seen.device.type == 'cuda' and float(seen.sum()) == 1023 * 1024 / 2, float(seen.sum())\n"
+        "seen.mul_(2)\n"
+        "torch.cuda.synchronize()\n"
+    )
+    import json
+
+    done = subprocess.run([sys.executable, "-c", child, json.dumps(arena.describe())], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert torch.equal(arena.view(spec), 2 * torch.arange(1024, dtype=torch.float32, device="cuda:0"))
+    with pytest.raises(Exception, match="outside the arena"):
+        arena.view(dict(spec, offset=arena.size))
+    arena.close()
+
+
+def test_a_gpu_evaluation_moves_its_data_through_device_memory() -> None:
+    seed = load_problem("vector_add", "cuda").seed_for("cuda")
+    verdict = evaluate("vector_add", seed, EvalOptions(target="cuda", timing=FAST))
+    assert verdict.status == Status.ok, verdict.message
+    assert verdict.timing_method and "device memory" in verdict.timing_method["data"], verdict.timing_method

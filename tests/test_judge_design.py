@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import os
+import platform
 import socket
 import struct
 import subprocess
@@ -477,3 +479,38 @@ def test_verdict_records_what_the_judge_saw() -> None:
     entry = BenchmarkResult(params={}, shape="s", reps=10, median_us=1, mean_us=1, std_us=0, stderr_us=0, min_us=1,
                             max_us=1, p25_us=1, p75_us=1, judge_median_us=1.2, judge={"batch": 4})
     assert json.loads(entry.model_dump_json())["judge"] == {"batch": 4}
+
+
+def test_the_key_system_calls_are_refused_to_the_runner_and_all_it_starts() -> None:
+    # Keyrings are not namespaced: a red-team kernel linked a key into the host root's keyring and read
+    # it back in the next evaluation. The runner's filter answers every key call with EPERM, in the
+    # process that installs it and in the programs it starts (the filter is inherited and stays).
+    from sandbox.runner import seccomp
+
+    if not seccomp.program():
+        pytest.skip(f"no key-call filter for {platform.machine()}")
+    probe = (
+        "import ctypes, subprocess, sys\n"
+        "from sandbox.runner import seccomp\n"
+        "print(seccomp.install())\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "nr = {'x86_64': (248, 250), 'aarch64': (217, 219)}[__import__('platform').machine()]\n"
+        "print('keyctl', libc.syscall(nr[1], 0, -3, 0), ctypes.get_errno())\n"
+        "print('add_key', libc.syscall(nr[0], b'user', b'ks-probe', b'x', 1, -3), ctypes.get_errno())\n"
+        "print('getpid', libc.syscall({'x86_64': 39, 'aarch64': 172}[__import__('platform').machine()]) > 0)\n"
+        "child = subprocess.run(['grep', '-c', '^Seccomp:.*2', '/proc/self/status'], capture_output=True, text=True)\n"
+        "print('child', child.stdout.strip())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
+    assert "key calls refused (seccomp)" in out, out
+    assert f"keyctl -1 {errno.EPERM}" in out and f"add_key -1 {errno.EPERM}" in out, out
+    assert "getpid True" in out and "child 1" in out, out
+
+
+def test_the_runner_cannot_list_the_hosts_keys() -> None:
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[], hidden=[], gpu=False)
+    listing = "cat /proc/keys 2>/dev/null | wc -l; cat /proc/key-users 2>/dev/null | wc -l; echo done"
+    seen = subprocess.run([*command[:-1], "sh", "-c", listing], capture_output=True, text=True, timeout=60).stdout.split()
+    assert seen == ["0", "0", "done"], seen

@@ -4,6 +4,7 @@ and library code seen in a real process tree (the last two need perf; they start
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import re
 import shutil
@@ -173,3 +174,72 @@ def test_a_library_replaced_under_its_name_is_not_believed(tmp_path: Path) -> No
         proc.wait()
     assert sampled.error is None, sampled.error
     assert not sampled.forbidden and sampled.hides_code(), sampled
+
+
+def test_code_in_a_file_overwritten_so_it_reads_as_no_elf_counts_as_hidden(tmp_path: Path) -> None:
+    # A red-team kernel zeroed the magic of its /tmp copy of a BLAS library after loading it: the
+    # inode is the same, and the file reads as no ELF file. Code was mapped from it: it hides.
+    from sandbox.judge.libwatch import _GONE, _Files
+    from sandbox.judge.perfdata import Hit
+
+    lib = _build(tmp_path)
+    raw = bytearray(lib.read_bytes())
+    raw[:4] = b"\0\0\0\0"
+    with lib.open("r+b") as f:  # in place: the same inode
+        f.write(raw)
+    hit = Hit(pid=os.getpid(), path=str(lib), inode=lib.stat().st_ino, file_offset=0x1000)
+    assert table_for(lib) is None
+    assert LibraryWatch._symbol(_Files(None), hit) is _GONE
+
+
+def test_code_no_symbol_covers_counts_as_hidden_only_where_the_candidate_can_write(tmp_path: Path) -> None:
+    from sandbox.judge import libwatch
+    from sandbox.judge.libwatch import _GONE, _Files
+    from sandbox.judge.perfdata import Hit
+
+    lib = _build(tmp_path)  # pytest's tmp_path lies under /tmp
+    assert str(lib).startswith(libwatch.WRITABLE)
+    outside = Hit(pid=os.getpid(), path=str(lib), inode=lib.stat().st_ino, file_offset=0)  # the ELF header
+    assert LibraryWatch._symbol(_Files(None), outside) is _GONE
+    system = Path(ctypes.util.find_library("m") and "/lib/x86_64-linux-gnu/libm.so.6")
+    if system.exists():
+        hit = Hit(pid=os.getpid(), path=str(system), inode=system.stat().st_ino, file_offset=0)
+        assert LibraryWatch._symbol(_Files(None), hit) is None  # a system file: unnamed, not hidden
+
+
+HELPER_AT_START = """
+import ctypes, subprocess, sys, time
+print("ready", flush=True)
+sys.stdin.readline()  # the watch has started: start a helper that does the forbidden work
+subprocess.run([sys.executable, "-c", "import ctypes, sys, time\\nlib = ctypes.CDLL(sys.argv[1])\\n"
+                "end = time.time() + 1.5\\nwhile time.time() < end: lib.cblas_ks_spin(200000)", sys.argv[1]])
+print("done", flush=True)
+time.sleep(30)  # alive, as a runner is when the judge reads the samples
+"""
+
+
+@pytest.mark.slow
+def test_a_helper_started_the_moment_sampling_starts_is_sampled(tmp_path: Path) -> None:
+    # perf follows what a process starts after perf attached; a red-team kernel started its helper
+    # at import, before the judge's perf had attached. The watch now returns only once perf says its
+    # events are on, so a process started right after start() returns is followed.
+    lib = _build(tmp_path)
+    if shutil.which("perf") is None:
+        pytest.skip("needs perf")
+    proc = subprocess.Popen([sys.executable, "-c", HELPER_AT_START, str(lib)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None and proc.stdout.readline().strip() == "ready"
+        watch = LibraryWatch(tmp_path, own_code=[])
+        watch.start(proc.pid)
+        assert watch.error is None, watch.error
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "done"
+        sampled = watch.stop([re.compile(r"cblas_ks_spin")])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sampled.error is None, sampled.error
+    hits = sum(sampled.forbidden.values())
+    assert hits > 0.5 * sampled.samples and hits > 50, sampled

@@ -93,10 +93,17 @@ CHEATS = [
     ("library", "vector_add", "rt_library_addcmul", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "rt_library_numpy_add", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "library_op", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "vector_add", "rt_library_numpy_subtract", "full", {Status.rejected}, "forbidden-op"),
+    # a helper process started at import is followed: sampling is on before the import starts
+    ("library", "softmax", "rt_library_helper_from_import", "full", {Status.rejected}, "forbidden-op"),
+    # a loaded library overwritten so it reads as no ELF file is code no one can name
+    ("library", "matmul_bf16", "rt_library_elf_magic_wiped", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     # bf16 matmul runs in oneDNN's JIT code (anonymous memory) as much as in at::native's: either is seen
     ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # 6. persisting: one evaluation adds a bounded number of libraries, of a bounded size, to the cache
     ("persist", "vector_add", "rt_persist_build_flood", "check", {Status.runtime_error, Status.build_error}, None),
+    # ... and no key reaches a keyring (which no namespace separates): the key calls are refused
+    ("persist", "vector_add", "rt_persist_keyring", "check", {Status.runtime_error}, None),
     # 7. the reference is computed and timed by the judge only
     ("reference", "softmax", "rt_reference_zero_softmax", "check", {Status.wrong_output}, None),
     ("reference", "vector_add", "rt_reference_zero_add", "check", {Status.wrong_output}, None),
@@ -140,6 +147,7 @@ LEGIT = [
     ("softmax", "legit_rt_generator"),
     ("softmax", "legit_rt_gc_inspect"),
     ("softmax", "legit_softmax_workspace"),
+    ("softmax", "legit_rt_process_pool_lazy"),  # worker processes started on the first call
     ("vector_add", "legit_rt_openmp"),
     ("vector_add", "legit_inplace_add"),
     ("rmsnorm", "legit_rt_workspace_rmsnorm"),

@@ -111,6 +111,16 @@ def test_where_the_reference_is_infinite_only_the_same_infinity_passes() -> None
     assert compare_outputs(expected.clone(), expected, rtol=None, atol=None).passed
 
 
+def test_an_infinite_or_nan_output_never_passes_where_the_reference_is_finite() -> None:
+    # The float32 quick pass finds these through the error itself (NaN and inf fit no finite allowance).
+    expected = torch.linspace(-3, 3, 1 << 12)
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        got = expected.clone()
+        got[1234] = bad
+        result = compare_outputs(got, expected, rtol=1e-2, atol=1e-2)
+        assert not result.passed and result.worst_index == [1234], (bad, result.message)
+
+
 def test_comparison_counts_unwritten_nan() -> None:
     expected = torch.ones(10)
     got = expected.clone()

@@ -11,7 +11,6 @@ and the inputs are compared with the judge's own copy after every call.
 from __future__ import annotations
 
 import random
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,11 @@ import torch
 
 from sandbox.compare import Comparison, compare_outputs
 from sandbox.integrity import IntegrityViolation, Policy
-from sandbox.judge.session import Call, RunnerSession
+from sandbox.judge.session import ArenaRefused, Call, RunnerSession
 from sandbox.problem import Problem
-from sandbox.shared.arena import Arena, Layout, align, decode, encode, tensors
+from sandbox.shared.arena import Arena, DeviceArena, Layout, align, decode, encode, tensors
 from sandbox.shared.blend import apply_recipe, digest, poison
+from sandbox.shared.devmem import DeviceMemoryError
 
 
 class CandidateFailure(Exception):
@@ -35,10 +35,14 @@ class CandidateFailure(Exception):
 
 
 class Secret:
-    """The judge's random source: seeds and choices the runner cannot predict or replay."""
+    """The judge's random source: seeds and choices the runner cannot predict or replay.
+
+    The operating system's generator, not a seeded Mersenne Twister: every timed call lets the runner
+    observe some bits of the recipe (which set comes first, the rotation, the weight), and 624 outputs
+    of a Mersenne Twister give away all that follow."""
 
     def __init__(self) -> None:
-        self._rng = random.Random(secrets.randbits(128))
+        self._rng = random.SystemRandom()
 
     def seed(self) -> int:
         return self._rng.getrandbits(31)
@@ -71,6 +75,9 @@ class Judge:
     # judge (the CPU's way: the runner's round trip holds the calls and nothing else, so its clock
     # bounds them tightly even while a kernel's own threads compete for two cores). None: by the device.
     resident_inputs: bool | None = None
+    # The arena in device memory (None: decide by the device); False once the runner could not map it.
+    device_arena: bool | None = None
+    arena_note: str = ""
 
     def __post_init__(self) -> None:
         if self.resident_inputs is None:
@@ -145,13 +152,39 @@ class Judge:
         return data
 
     def _ensure(self, size: int) -> None:
+        """An arena of at least `size` bytes, handed to the runner: in device memory on a GPU where both
+        processes can map it (a crossing is then one device-to-device copy), else host shared memory."""
         if self.arena is not None and self.arena.size >= size:
             return
-        if self.arena is not None:
-            self.arena.close()
-        self.arena = Arena.create(max(size, 2 * (self.arena.size if self.arena else 0)))
+        old = self.arena
+        size = max(size, 2 * (old.size if old else 0))
+        if self.device_arena is None:
+            self.device_arena = self.device.startswith("cuda")
+        if self.device_arena:
+            try:
+                self.arena = DeviceArena.create_on(size, self.device)
+                self._setup()
+                if old is not None:
+                    old.close()  # after the runner let go of it
+                return
+            except (DeviceMemoryError, ArenaRefused) as exc:
+                self.device_arena = False
+                self.arena_note = f"host shared memory (device memory could not be shared: {str(exc)[:300]})"
+        if old is not None:
+            old.close()
+        self.arena = Arena.create(size)
+        self._setup()
+
+    def _setup(self) -> None:
+        assert self.arena is not None
         self.session.setup(self.arena, self.device, self.threads, problem_dir(self.problem), self.deadline,
                            modules=shared_modules(self.problem))
+
+    def describe_arena(self) -> str:
+        """How the call's data crossed between the judge and the runner, for the verdict."""
+        if self.arena is not None and self.arena.on_device:
+            return "device memory both processes map (CUDA IPC): device-to-device copies"
+        return self.arena_note or "host shared memory"
 
     def inputs_unchanged(self, tree: Any, pristine: Any, buffers: list[str], force: bool = False) -> None:
         """Every input the call was given must still hold what the judge wrote (outputs excluded).

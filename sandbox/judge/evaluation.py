@@ -110,6 +110,10 @@ class Evaluation:
         if self.phase_name:
             self.result["phases"][self.phase_name] = round(now - self.phase_started, 4)
         self.result["build"] = {"records": self.session.build_records if self.session else []}
+        if self.judge is not None and isinstance(self.result.get("timing_method"), dict):
+            self.result["timing_method"]["data"] = self.judge.describe_arena()
+        if self.session is not None and "protections" in self.result["integrity"]:
+            self.result["integrity"]["protections"]["system_calls"] = self.session.system_calls
         return self.result
 
     def _on_shape(self) -> str:
@@ -173,10 +177,17 @@ class Evaluation:
         self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
         if self.base_judge is not None:
             self._load_base(problem, Path(self.request["paired_with"]))
-        self._load(problem, submission)
+        # Sampling starts before the candidate's import: perf follows the processes and threads the
+        # runner starts after it attached, never one started before (a red-team kernel ran its library
+        # calls in a helper it started at import, and not one of its samples was taken).
         watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())])
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
+        try:
+            self._load(problem, submission)
+        except BaseException:
+            watch.discard()
+            raise
         # The base is sampled too, though nothing is judged from it: sampling costs its runner what
         # it costs the candidate's, so the pair is timed under the same conditions.
         base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
@@ -197,8 +208,8 @@ class Evaluation:
         if sampled.forbidden:
             self.reject("forbidden-op", f"ran library code this problem forbids: {sampled.describe()}: write the kernel")
         if sampled.hides_code() and (policy.forbidden_ops or policy.forbidden_symbols):
-            self.reject("hidden-code", f"{sampled.hidden} of {sampled.samples} samples of the runner were in code with no "
-                        "file behind it (a memfd, a deleted file, anonymous memory): what ran cannot be checked against "
+            self.reject("hidden-code", f"{sampled.hidden} of {sampled.samples} samples of the runner were in code no one "
+                        "can read back (a memfd, a deleted file, anonymous memory, a file changed after it was mapped): what ran cannot be checked against "
                         f"the library code this problem forbids; mapped from {sampled.describe_hidden()}")
         if self.mode == "check":
             self.finish("ok", "all tests passed (timing skipped)")

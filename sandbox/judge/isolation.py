@@ -108,9 +108,16 @@ def command(
     for secret in hidden:
         if secret.exists():
             args += ["--ro-bind", "/dev/null", str(secret)]
+    # The host's keys by name (root's keyrings among them when the runner maps to root): not the
+    # runner's to read; the key system calls themselves are refused by its seccomp filter.
+    for listing in _KEY_LISTINGS:
+        args += ["--ro-bind-try", "/dev/null", listing]
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
+
+
+_KEY_LISTINGS = ("/proc/keys", "/proc/key-users")
 
 
 @functools.cache

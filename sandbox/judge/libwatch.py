@@ -21,6 +21,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ from sandbox.judge.elfsyms import SymbolTable, table_for
 from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
 SAMPLE_HZ = 997
+ATTACH_TIMEOUT_S = 10.0
+# Where the runner can write files (its private in-memory folders).
+WRITABLE = ("/tmp/", "/dev/shm/", "/var/tmp/")
 
 
 @dataclass
@@ -110,11 +114,31 @@ class _Files:
             try:
                 if hit.inode is not None and path.stat().st_ino != hit.inode:
                     return _GONE  # replaced after it was mapped
-                return table_for(path)
+                table = table_for(path)
+                # Code was mapped from it, yet it reads as no ELF file: overwritten after it was mapped
+                # (a red-team kernel zeroed the magic of its copy of a BLAS library once loaded).
+                return _GONE if table is None else table
             except OSError:
                 continue
         # Without a view of the runner's files (its root not readable here), nothing can be told.
         return _GONE if self.roots else None
+
+
+def _acknowledged(fd: int, timeout: float) -> bool:
+    """Whether perf wrote its "ack" line to `fd` within `timeout` seconds."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while b"ack\n" not in seen:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return False
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return False  # perf exited
+        seen += chunk
+    return True
 
 
 def preload_tables() -> None:
@@ -142,21 +166,48 @@ class LibraryWatch:
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
         self.pid: int | None = None
+        self._control: list[int] = []  # our ends of perf's control and acknowledgement pipes
 
     def start(self, pid: int) -> None:
+        """Attach to `pid` and return once perf says its events are on: perf follows the processes and
+        threads started after that, so what the runner starts next (the candidate's import) is sampled.
+        perf starts with its events off and is switched on through its control descriptor; its "ack"
+        is the confirmation (attaching takes tens of milliseconds, time enough to start a helper)."""
         if not available():
             self.error = "perf is not installed"
             return
+        control_read, control_write = os.pipe()
+        ack_read, ack_write = os.pipe()
         try:
             self.pid = pid
             self.proc = subprocess.Popen(
                 ["perf", "record", "-q", "-B", "--no-buildid-cache", "-e", "cpu-clock:u", "-F", str(SAMPLE_HZ),
-                 "-p", str(pid), "-o", str(self.data)],
+                 "--delay=-1", f"--control=fd:{control_read},{ack_write}", "-p", str(pid), "-o", str(self.data)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                pass_fds=(control_read, ack_write),
             )
             procs.own(self.proc.pid)
+            # Our ends stay open while perf records: at the end of its control input perf stops sampling.
+            self._control = [control_write, ack_read]
+            os.write(control_write, b"enable\n")
+            if not _acknowledged(ack_read, ATTACH_TIMEOUT_S):
+                self.discard()
+                self.error = f"perf did not confirm within {ATTACH_TIMEOUT_S:g} s that it was sampling"
         except OSError as exc:
             self.error = f"perf could not start: {exc}"
+        finally:
+            os.close(control_read)
+            os.close(ack_write)
+            if self.proc is None:
+                self._close_control([control_write, ack_read])
+
+    def _close_control(self, fds: list[int] | None = None) -> None:
+        for fd in fds if fds is not None else self._control:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._control = []
 
     def discard(self) -> None:
         """Stop sampling without reading what was sampled."""
@@ -164,6 +215,7 @@ class LibraryWatch:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        self._close_control()
         self.data.unlink(missing_ok=True)
 
     def stop(self, patterns: list[re.Pattern[str]]) -> Sampled:
@@ -175,6 +227,8 @@ class LibraryWatch:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return Sampled(error="perf did not stop")
+        finally:
+            self._close_control()
         if not self.data.exists():
             return Sampled(error=f"perf wrote no samples: {err.decode(errors='replace')[-300:]}")
         try:
@@ -197,7 +251,14 @@ class LibraryWatch:
         table = files.table(hit)
         if isinstance(table, _Gone) or (table is not None and not len(table.starts)):
             return _GONE  # no file to read, or an ELF file that names none of its functions
-        return table.symbol_at(hit.file_offset) if table is not None else None
+        if table is None:
+            return None
+        symbol = table.symbol_at(hit.file_offset)
+        if symbol is None and hit.path.startswith(WRITABLE):
+            # In a file the candidate could write, code no symbol covers is code no one can name: its
+            # table may have been edited after the file was mapped (sizes cut to 1 byte, say).
+            return _GONE
+        return symbol
 
     def classify(self, resolved: Iterable[tuple[str, str | None | _Gone]], patterns: list[re.Pattern[str]]) -> Sampled:
         """Count (file, function) pairs: hidden code, and forbidden library code."""

@@ -53,6 +53,11 @@ class RunnerGone(RuntimeError):
         self.how = how
 
 
+class ArenaRefused(RuntimeError):
+    """The runner could not map the device arena it was offered (the message says why); the judge
+    offers host shared memory instead."""
+
+
 class RunnerLate(TimeoutError):
     """The runner did not answer before the judge's deadline."""
 
@@ -153,6 +158,7 @@ class RunnerSession:
         # Processes stopped since the runner's last answer (CPU target): see `_freeze`.
         self._frozen: list[int] = []
         self.answer_cpu: float | None = None  # the sandbox's CPU time at the runner's last answer
+        self.system_calls = "not known"  # the runner's seccomp filter, as its greeting (before any candidate) said
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -161,19 +167,25 @@ class RunnerSession:
         if hello.get("op") != "hello":
             raise RunnerBroke(f"the runner greeted with {str(hello)[:200]}")
         self._greeted = True
+        self.system_calls = str(hello.get("system_calls") or "no system-call filter")[:200]
 
     # -- requests -------------------------------------------------------------------------
 
     def setup(self, arena: Arena, device: str, threads: int | None, problem_dir: Path, deadline: float,
               modules: dict[str, str] | None = None) -> None:
+        """Hand the runner the arena (host memory: its descriptor; device memory: its IPC handle), the
+        device and the problem's modules. ArenaRefused: the runner could not map a device arena."""
         self._greeting(deadline)
         self.arena = arena
         self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir),
-                    "modules": modules or {}}, fds=[arena.fd])
+                    "modules": modules or {}, "arena": arena.describe()}, fds=[] if arena.on_device else [arena.fd])
         reply = self._receive(deadline)
         if reply.get("op") != "ready":
             raise RunnerBroke(f"setup answered with {str(reply)[:200]}")
         self.host_pid = runner_host_pid(self.proc.pid)
+        if reply.get("arena_error"):
+            self.arena = None
+            raise ArenaRefused(str(reply["arena_error"])[:500])
 
     def load(self, problem: str, kind: str, submission: Path, deadline: float) -> dict[str, Any]:
         """Import the candidate, serving its build requests; the runner's last word on the import."""
@@ -195,6 +207,7 @@ class RunnerSession:
             request["recipe"] = recipe
         else:
             request.update(data=data, out=out_region)
+        self.quiesce()
         now_cpu = self.cpu_seconds()
         if self._answered_cpu is not None and now_cpu is not None:
             self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
@@ -215,6 +228,7 @@ class RunnerSession:
         tensor of `out_bytes` bytes."""
         request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes,
                    "out_path": out_path}
+        self.quiesce()
         now_cpu = self.cpu_seconds()
         if self._answered_cpu is not None and now_cpu is not None:
             self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
@@ -299,7 +313,10 @@ class RunnerSession:
         figure alone would miss work handed to another process."""
         if self.host_pid is None:
             return None
-        return self._used(self._sandbox_pids())
+        used = self.account.used_s() if self.account is not None else None
+        # The control group's figure needs no walk of the process tree (on a GPU host with many
+        # threads per process that walk cost a second per evaluation).
+        return used if used is not None else procs.cpu_seconds(self._sandbox_pids())
 
     def stopped_cpu_seconds(self, wait_s: float = 0.02) -> float | None:
         """The sandbox's CPU time once every thread of it has stopped, waiting at most `wait_s`: a stop
@@ -373,9 +390,19 @@ class RunnerSession:
                 pass
         self._frozen = []
 
+    def quiesce(self) -> None:
+        """With the arena in device memory: the judge's copies into it (and out of it) are finished
+        before the runner is asked to read or overwrite it. Called before a batch's clock starts too,
+        so that the judge's own queued work is not on the round trip."""
+        if self.arena is not None and self.arena.on_device:
+            import torch
+
+            torch.cuda.synchronize()
+
     def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         if message.get("op") != "batch":  # the runner has work of the judge's to do: not idle
             self._answered_cpu = None
+        self.quiesce()
         self._thaw()
         try:
             protocol.send(self.sock, message, fds=fds)

@@ -3,10 +3,11 @@
     python -I -c "<bootstrap>" SOCKET_FD
 
 Started by the judge, inside the OS sandbox where the host allows (sandbox/judge/isolation.py),
-with one descriptor: its socket to the judge (the arena's memfd arrives over it). Requests and
-replies are JSON (sandbox/shared/protocol.py):
+with one descriptor: its socket to the judge (the arena's memfd arrives over it; on a GPU the
+arena is device memory, mapped through its IPC handle). Requests and replies are JSON
+(sandbox/shared/protocol.py):
 
-- setup: attach the arena, choose the device and thread count, put the problem on sys.path
+- setup: choose the device, attach the arena, set the thread count, put the problem on sys.path
 - call: build the call's data from arena specs, time one call of the kernel (the trusted no-op
   before any candidate is loaded: the judge calibrates its clock with it), copy the output into
   the arena, reply with the time
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.shared import protocol
-from sandbox.shared.arena import Arena, ArenaError, align, contiguous_strides, decode, encode
+from sandbox.shared.arena import Arena, ArenaError, DeviceArena, align, contiguous_strides, decode, encode
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
@@ -84,7 +85,12 @@ class Runner:
             if handler is None:
                 protocol.send(self.sock, {"op": "error", "message": f"unknown request {op!r}"})
                 continue
-            protocol.send(self.sock, handler(request, fds))
+            answer = handler(request, fds)
+            if self.arena is not None and self.arena.on_device:
+                import torch
+
+                torch.cuda.synchronize()  # what this process copied into the arena is there before the judge reads it
+            protocol.send(self.sock, answer)
             if op == "batch":
                 gc.enable()
                 gc.collect(1)
@@ -92,9 +98,21 @@ class Runner:
     def on_setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         import torch
 
-        if fds:
-            self.arena = Arena.attach(fds[0])
         self.device = str(request.get("device", "cpu"))
+        if self.device.startswith("cuda"):
+            torch.cuda.set_device(0)
+        arena_error = None
+        described = request.get("arena") or {}
+        if described.get("kind") == "device":
+            if self.arena is not None:
+                self.arena.close()  # the judge frees the old block once this answer is in
+            self.arena = None
+            try:
+                self.arena = DeviceArena.attach_to(described, self.device)
+            except Exception as exc:  # noqa: BLE001 - the judge offers host shared memory instead
+                arena_error = f"{type(exc).__name__}: {exc}"
+        elif fds:
+            self.arena = Arena.attach(fds[0])
         if request.get("threads"):
             torch.set_num_threads(int(request["threads"]))
         problem_dir = request.get("problem_dir")
@@ -105,10 +123,12 @@ class Runner:
                     sys.path.insert(0, entry)
         for name, source in (request.get("modules") or {}).items():
             _install_module(str(name), str(source))
-        if self.device.startswith("cuda"):
-            torch.cuda.set_device(0)
+        if self.device.startswith("cuda") and self._flush is None:
             self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
-        return {"op": "ready", "pid": os.getpid()}
+        ready: dict[str, Any] = {"op": "ready", "pid": os.getpid()}
+        if arena_error:
+            ready["arena_error"] = arena_error
+        return ready
 
     def on_load(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         """Import the submission from the source the judge sent, written into this runner's own /tmp."""
@@ -430,11 +450,14 @@ def _limit_resources() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     _limit_resources()
+    from sandbox.runner import seccomp
+
+    filtered = seccomp.install()  # before any candidate code: it and all it starts inherit the filter
     sock = socket.socket(fileno=int(argv[1]))
     import torch  # noqa: F401 - paid before the first request, while the judge prepares
 
     runner = Runner(sock)
-    protocol.send(sock, {"op": "hello", "pid": os.getpid()})
+    protocol.send(sock, {"op": "hello", "pid": os.getpid(), "system_calls": filtered})
     try:
         runner.serve()
     except (protocol.ChannelClosed, OSError):

@@ -56,12 +56,18 @@ def align(n: int) -> int:
 class Arena:
     """One shared mapping, created by the judge (`create`) or attached by the runner (`attach`)."""
 
+    on_device = False  # host shared memory; DeviceArena: memory on the GPU both processes map
+
     def __init__(self, fd: int, size: int) -> None:
         self.fd = fd
         self.size = size
         self._map = mmap.mmap(fd, size) if size else None
         self._base = torch.frombuffer(self._map, dtype=torch.uint8) if self._map is not None else torch.empty(0, dtype=torch.uint8)
         self.address = self._base.data_ptr() if size else 0
+
+    def describe(self) -> dict[str, Any]:
+        """How the other process reaches this arena, beside the descriptor passed with the message."""
+        return {"kind": "host", "size": self.size}
 
     @classmethod
     def create(cls, size: int) -> Arena:
@@ -104,13 +110,13 @@ class Arena:
         if offset % itemsize or offset + span > self.size:
             raise ArenaError(f"tensor spec outside the arena ({offset}+{span} > {self.size} bytes)")
         if span == 0:
-            return torch.empty(shape, dtype=dtype)
+            return torch.empty(shape, dtype=dtype, device=self._base.device)
         flat = self._base[offset:offset + span].view(dtype)
         return flat.as_strided(shape, stride)
 
     def spec_of(self, tensor: torch.Tensor) -> dict[str, Any] | None:
-        """The spec of a CPU tensor that lies inside this arena, else None."""
-        if tensor.device.type != "cpu" or not self.size:
+        """The spec of a tensor that lies inside this arena, else None."""
+        if tensor.device != self._base.device or not self.size:
             return None
         start = tensor.data_ptr()
         span = storage_bytes(list(tensor.shape), list(tensor.stride()), tensor.element_size())
@@ -118,6 +124,46 @@ class Arena:
             return None
         return {"dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape), "stride": list(tensor.stride()),
                 "offset": start - self.address}
+
+
+class DeviceArena(Arena):
+    """The arena in GPU memory (sandbox/shared/devmem.py): the judge allocates it and exports a
+    handle, the runner maps the same block; tensors cross as device-to-device copies. The same specs,
+    the same bounds checks: only where the bytes live differs."""
+
+    on_device = True
+
+    def __init__(self, base: torch.Tensor, handle: bytes) -> None:  # noqa: super().__init__ maps a memfd
+        self.fd = -1
+        self.size = base.numel()
+        self._map = None
+        self._base = base
+        self.address = base.data_ptr()
+        self.handle = handle
+
+    @classmethod
+    def create_on(cls, size: int, device: str) -> DeviceArena:
+        from sandbox.shared import devmem
+
+        base, handle = devmem.allocate(max(ALIGN, align(size)), device)
+        return cls(base, handle)
+
+    @classmethod
+    def attach_to(cls, described: dict[str, Any], device: str) -> DeviceArena:
+        from sandbox.shared import devmem
+
+        try:
+            handle, size = bytes.fromhex(str(described["handle"])), int(described["size"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise devmem.DeviceMemoryError(f"a malformed device arena {str(described)[:200]}: {exc}") from exc
+        return cls(devmem.attach(handle, size, device), handle)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "device", "size": self.size, "handle": self.handle.hex()}
+
+    def close(self) -> None:
+        """Drop this arena's own view; the block is freed (or unmapped) once no view of it is left."""
+        self._base = torch.empty(0, dtype=torch.uint8, device=self._base.device)
 
 
 class Layout:
