@@ -34,8 +34,21 @@ def target_family(target: str) -> str:
     return "cpu" if target == "cpu" else "gpu"
 
 
-def target_brief(problem: ProblemView, role: str) -> str:
-    """The brief's parts that `role` reads, as one block; '' when the view holds none of them."""
+def roofline_with_times(roofline: str, times: dict[str, str]) -> str | None:
+    """The roofline's lines, each followed by the kernels' times on its shape ('- rows=8, cols=8: ...;
+    k1 700 µs, k0 900 µs'): one list of the shapes, not a second table of them. None when a shape
+    with times has no roofline line (the caller shows its own table)."""
+    lines = roofline.splitlines()
+    names = [line.split(":")[0].lstrip("- ") for line in lines]
+    if not times or not set(times) <= set(names):
+        return None
+    return "\n".join(f"{line}; {times[name]}" if times.get(name) else line for line, name in zip(lines, names, strict=True))
+
+
+def target_brief(problem: ProblemView, role: str, times: dict[str, str] | None = None) -> str:
+    """The brief's parts that `role` reads, as one block; '' when the view holds none of them.
+    `times` (shape: the kernels' times on it) joins the roofline's lines; the caller checks with
+    roofline_with_times that every shape has one."""
     parts = ROLE_PARTS.get(role, ())
     blocks: list[str] = []
     if "hardware" in parts and problem.hardware:
@@ -45,7 +58,8 @@ def target_brief(problem: ProblemView, role: str) -> str:
     if ("shapes" in parts or "shape_names" in parts) and problem.test_shapes:
         blocks.append(f"Test shapes (checked for correctness): {problem.test_shapes}")
     if "shapes" in parts and problem.roofline:
-        blocks.append(f"Benchmark shapes (timed; roofline):\n{problem.roofline}")
+        joined = roofline_with_times(problem.roofline, times) if times else None
+        blocks.append(f"Benchmark shapes (timed; roofline):\n{joined or problem.roofline}")
     elif "shape_names" in parts and (problem.benchmark_shapes or problem.roofline):
         # A view built before the names were kept (a resumed run) still has them in its roofline.
         names = problem.benchmark_shapes or "; ".join(line.split(":")[0].lstrip("- ") for line in problem.roofline.splitlines())

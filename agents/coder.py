@@ -50,6 +50,16 @@ class Candidate:
     error: str | None = None  # why no source came out (unusable reply, edits that do not apply)
 
 
+def reference_code(problem: ProblemView) -> str:
+    """The reference implementation, where the Coder needs it: a problem without a description (a
+    KernelBench file) or one whose correctness check lives in the reference. Otherwise the description
+    says what to compute, the brief gives the tolerance, and the base shows the calling convention:
+    the code would say all three again ('' leaves its block out)."""
+    if problem.description.strip() and "reference code" not in problem.tolerance:
+        return ""
+    return problem.reference_code.strip()
+
+
 class Coder:
     def __init__(self, llm: RoleLLM) -> None:
         self.llm = llm
@@ -79,7 +89,7 @@ class Coder:
             description=problem.description.strip(),
             brief=target_brief(problem, "coder"),
             checklist=checklist(problem.target, "coder"),
-            reference_code=problem.reference_code.strip() or "(see the description)",
+            reference_code=reference_code(problem),
             plan_title=plan.title,
             plan_description=plan.description,
             plan_rubric="\n".join(f"- {r}" for r in plan.rubric) or "- (as described)",

@@ -10,7 +10,7 @@ from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, Explanation, Review
-from agents.views import KernelView, ProblemView, as_diff_or_whole, shape_table
+from agents.views import KernelView, ProblemView, as_diff_or_whole, compact_report, shape_table
 from sandbox.summary import num, unpaired_ratio
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class Critic:
             candidate_form=form,
             candidate_source=shown,
             integrity=findings or "(nothing flagged)",
-            resources=resources,
+            resources=compact_report(resources),
         )
         reply = self.llm.structured(system, user, Review)
         if reply.value is None:
@@ -178,6 +178,10 @@ class Critic:
         fallback = fallback_explanation(plan, outcome)
         if self.llm is None:
             return Outcome(fallback, "fallback", "no LLM configured")
+        # A rewrite's diff is longer than the file it makes: the candidate is shown whole then.
+        form, shown = ("as a diff against the base" if outcome.diff else ""), outcome.diff
+        if outcome.diff and outcome.candidate.source and outcome.base.source:
+            form, shown = as_diff_or_whole(outcome.base.source, outcome.candidate.source, ("base", "candidate"))
         system, user = self.explain_prompt.render(
             brief=target_brief(problem, "critic_explain") if problem else "",
             siblings=siblings,
@@ -187,8 +191,9 @@ class Critic:
             outcome=outcome.describe(),
             shape_table=outcome.shape_table(),
             errors=outcome.errors,
-            resources=outcome.resources,
-            diff=outcome.diff,
+            resources=compact_report(outcome.resources),
+            candidate_form=form,
+            diff=shown,
         )
         reply = self.llm.structured(system, user, Explanation)
         if reply.value is None:

@@ -6,12 +6,13 @@ import logging
 import math
 import re
 
-from agents.brief import checklist, target_brief
+from agents.brief import checklist, roofline_with_times, target_brief
 from agents.llm import RoleLLM
 from agents.outcome import Outcome
 from agents.prompts import load_prompt
 from agents.schemas import ExperimentPlan, ResearchPlan
-from agents.views import KernelView, ProblemView, as_diff_or_whole, directives_text, shape_table
+from agents.views import KernelView, ProblemView, as_diff_or_whole, compact_report, directives_text, shape_table
+from sandbox.summary import num
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,18 @@ def research_query(problem: ProblemView, base: KernelView, directives: list[str]
     return " ".join(p.strip() for p in parts if p and p.strip())[:500]
 
 
+def shape_times(*kernels: KernelView | None) -> dict[str, str]:
+    """Per benchmark shape, the kernels' medians: {'rows=8, cols=8': 'k1 700 µs, k0 900 µs'}."""
+    shown = [k for k in kernels if k is not None]
+    shapes = sorted({s for k in shown for s in k.benchmarks})
+    return {s: ", ".join(f"{k.id} {num(k.benchmarks[s])} µs" for k in shown if s in k.benchmarks) for s in shapes}
+
+
+def _time(kernel: KernelView) -> str:
+    """Its time, the seed named as such (the roofline's "seed" times are its own)."""
+    return ("the seed, " if kernel.origin == "seed" else "") + kernel.time_text()
+
+
 class Researcher:
     def __init__(self, llm: RoleLLM | None) -> None:
         self.llm = llm
@@ -92,21 +105,25 @@ class Researcher:
             return None
         form, reference_source = as_diff_or_whole(base.source, reference.source, (base.id, reference.id)) \
             if reference else ("", "")
+        # The base's and the reference's per-shape times join the roofline's line for each shape, where
+        # every shape has one (the seed's are there already, as "seed"); else they are a table of their own.
+        joined = roofline_with_times(problem.roofline, shape_times(base, reference)) is not None
+        times = shape_times(*(k for k in (base, reference) if k is not None and k.origin != "seed"))
         system, user = self.prompt.render(
             problem=problem.name,
             target=problem.target,
             description=problem.description.strip(),
-            brief=target_brief(problem, "researcher"),
+            brief=target_brief(problem, "researcher", times if joined else None),
             checklist=checklist(problem.target, "researcher"),
             base_id=base.id,
-            base_time=base.time_text(),
-            base_source=base.source,
-            base_report=base_report,
+            base_time=_time(base),
+            base_source=base.source.rstrip(),
+            base_report=compact_report(base_report),
             reference_id=reference.id if reference else "",
-            reference_time=reference.time_text() if reference else "",
+            reference_time=_time(reference) if reference else "",
             reference_form=form,
             reference_source=reference_source,
-            shape_table=shape_table(base, reference, (base.id, reference.id if reference else "-")),
+            shape_table="" if joined else shape_table(base, reference, (base.id, reference.id if reference else "-")),
             context=context,
             directives=directives_text(directives),
         )

@@ -6,6 +6,7 @@ The graph builds these from its archive and the sandbox; the roles never read fi
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,7 +116,34 @@ def as_diff_or_whole(base: str, other: str, names: tuple[str, str]) -> tuple[str
     shorter, else whole. The form says which, for the prompt."""
     matcher = difflib.SequenceMatcher(None, base.splitlines(), other.splitlines(), autojunk=False)
     if matcher.ratio() >= SHARED_LINES:
-        diff = source_diff(base, other, names, limit=len(other))
-        if len(diff) < len(other):
+        # Whole (a diff cut at a length would pass for a complete one), without its ---/+++ lines: the
+        # prompt names both sides where it says "as a diff against".
+        diff = "\n".join(source_diff(base, other, names, limit=len(base) + len(other) + 1000).splitlines()[2:])
+        if diff and len(diff) < len(other):
             return f"as a diff against {names[0]}", diff
     return "whole", other
+
+
+_REPORT_LINE = re.compile(r"^line (\d+): (.+)$")
+
+
+def compact_report(report: str) -> str:
+    """A static report with its per-line verdicts grouped: 'lines 48, 56, 67: SIMD intrinsics' once,
+    not the same verdict on three lines. Other lines are kept as they are, in their order."""
+    lines = report.splitlines()
+    groups: dict[str, list[str]] = {}
+    for line in lines:
+        match = _REPORT_LINE.match(line)
+        if match:
+            groups.setdefault(match[2], []).append(match[1])
+    if all(len(numbers) == 1 for numbers in groups.values()):
+        return report
+    out: list[str] = []
+    for line in lines:
+        match = _REPORT_LINE.match(line)
+        if not match:
+            out.append(line)
+        elif match[2] in groups:
+            numbers = groups.pop(match[2])
+            out.append(f"line{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}: {match[2]}")
+    return "\n".join(out)

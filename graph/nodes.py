@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,28 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
     return entries
 
 
+# How much of a literature excerpt the Researcher reads, by rank: the best match up to 1,000
+# characters, the second 700, the others 500; whole points, the rest marked [...]. Three excerpts at
+# the knowledge base's 1,500 each were the largest block of its prompt after the base's code, and
+# their later points (unaligned loads, tail handling, prefetching) are what a strong model knows.
+EXCERPT_CHARS = (1000, 700, 500)
+CUT = "\n[...]"
+# Where an excerpt may end: before a list item or a paragraph, so that no point is cut mid-sentence.
+_POINT = re.compile(r"\n(?=[-*] |\d+\. |\n)")
+
+
+def excerpt(text: str, max_chars: int) -> str:
+    """`text` up to `max_chars`, ending after a whole point (list item or paragraph) where one ends in
+    its second half, else at a whole line; marked [...] where something was left out. A later point
+    of a primer section is often an earlier excerpt's point again (a vectorised exp in the roofline's
+    section and in the SIMD section), and a point cut mid-sentence reads as a different claim."""
+    if len(text) <= max_chars:
+        return text
+    ends = [m.start() for m in _POINT.finditer(text, 0, max_chars + 1) if m.start() > max_chars // 2]
+    cut = ends[-1] if ends else text.rfind("\n", 0, max_chars)
+    return text[: cut if cut > max_chars // 2 else max_chars].rstrip() + CUT
+
+
 def literature_context(kb: Any, view: ProblemView, base: KernelView, directives: list[str]) -> str:
     """The Researcher's literature and findings: asked with the plan that made the base and the
     measured bottleneck, filtered to the target's documents, above the relevance floor ('' when
@@ -185,12 +208,21 @@ def literature_context(kb: Any, view: ProblemView, base: KernelView, directives:
     query = research_query(view, base, directives)
     log.info("literature query: %s", query)
     try:
-        return str(kb.research_context(
+        context = kb.research_context(
             query, target=KNOWLEDGE_TAG.get(view.target), problem=view.name, findings_target=view.target
-        ).to_prompt())
+        )
+        if getattr(context, "literature", None):
+            context.literature = [
+                hit.model_copy(update={"text": excerpt(hit.text, EXCERPT_CHARS[min(rank, len(EXCERPT_CHARS) - 1)])})
+                for rank, hit in enumerate(context.literature)
+            ]
+        text = str(context.to_prompt(max_chars_per_hit=max(EXCERPT_CHARS) + len(CUT)))
     except Exception as exc:
         log.warning("knowledge retrieval failed: %s", exc)
         return ""
+    # The findings are this problem's on this target (filtered above): the prompt says both already.
+    return text.replace(f", problem {view.name}, target {view.target}\n", "\n").removesuffix(
+        f", problem {view.name}, target {view.target}")
 
 
 def fan_out(state: RunState) -> list[Send] | str:

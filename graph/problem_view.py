@@ -108,8 +108,8 @@ _BANDWIDTH_CLAIM = re.compile(
 
 def reconcile_description(description: str, fits: list[bool]) -> str:
     """The problem text, its bandwidth claim qualified when the brief's roofline says the benchmark
-    shapes fit in cache: the prompt must not say both 'bound by memory bandwidth' and 'DRAM
-    bandwidth is not the bound'; the measured roofline wins."""
+    shapes fit in cache: the prompt must not say both 'bound by memory bandwidth' and 'not
+    DRAM-bound'; the measured roofline wins."""
     if not fits or not any(fits):
         return description
     where = "every benchmark shape fits" if all(fits) else "some benchmark shapes fit"

@@ -140,7 +140,7 @@ def cache_fit(nbytes: float | None, host: HostFacts | None) -> str:
     for name in ("L2", "L3"):
         size = host.caches.get(name)
         if size and nbytes <= size:
-            return f"fits in {name}: DRAM bandwidth is not the bound"
+            return f"fits in {name}: not DRAM-bound"
     return "larger than the last cache: DRAM-bound"
 
 

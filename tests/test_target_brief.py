@@ -74,8 +74,8 @@ def test_cpu_hardware_names_instruction_set_threads_and_caches() -> None:
 
 
 def test_cache_fit_says_when_dram_is_not_the_bound() -> None:
-    assert cache_fit(1024**2, HOST) == "fits in L2: DRAM bandwidth is not the bound"
-    assert cache_fit(16 * 1024**2, HOST) == "fits in L3: DRAM bandwidth is not the bound"
+    assert cache_fit(1024**2, HOST) == "fits in L2: not DRAM-bound"
+    assert cache_fit(16 * 1024**2, HOST) == "fits in L3: not DRAM-bound"
     assert cache_fit(64 * 1024**2, HOST) == "larger than the last cache: DRAM-bound"
     assert cache_fit(1024, None) == ""
 
@@ -171,7 +171,7 @@ def test_every_checklist_item_reaches_a_prompt_as_text() -> None:
 
 def test_the_problem_text_does_not_contradict_the_cache_aware_roofline(tmp_path: Path) -> None:
     """softmax's text says it 'is bound by memory bandwidth'; on a CPU whose caches hold every benchmark
-    shape the brief says 'DRAM bandwidth is not the bound'. The measured roofline wins: the claim is
+    shape the brief says 'not DRAM-bound'. The measured roofline wins: the claim is
     qualified, the rest of the sentence (8 bytes per element) kept."""
     from graph.problem_view import reconcile_description
 
@@ -180,7 +180,7 @@ def test_the_problem_text_does_not_contradict_the_cache_aware_roofline(tmp_path:
     assert "is bound by memory bandwidth" not in got.description
     assert "would be bound by memory bandwidth if its data streamed from DRAM" in got.description
     assert "every benchmark shape fits in cache" in got.description and "8 bytes" in got.description
-    assert "fits in L3: DRAM bandwidth is not the bound" in got.roofline
+    assert "fits in L3: not DRAM-bound" in got.roofline
     assert got.bottleneck.startswith("working set fits in cache")
     # A shape larger than the caches keeps the claim where nothing fits, and qualifies it where some do.
     assert reconcile_description("It is memory-bound.", [False]) == "It is memory-bound."
@@ -226,10 +226,103 @@ def test_literature_context_filters_by_the_run_s_target_and_applies_the_floor() 
     class KB:
         def research_context(self, query: str, **kwargs: object) -> SimpleNamespace:
             calls.append({"query": query, **kwargs})
-            return SimpleNamespace(to_prompt=lambda: "## Literature\nNo relevant literature found")
+            return SimpleNamespace(to_prompt=lambda **_: "## Literature\nNo relevant literature found")
 
     for target, tag in (("cpu", "cpu"), ("cuda", "nvidia"), ("hip", "amd")):
         text = literature_context(KB(), view(target), kv("k0", "x"), [])
         assert "No relevant literature found" in text
         assert calls[-1]["target"] == tag and calls[-1]["findings_target"] == target
         assert "min_similarity" not in calls[-1]  # the knowledge base's own floor applies
+
+
+def test_literature_excerpts_end_at_a_whole_point_and_findings_do_not_repeat_problem_and_target() -> None:
+    from graph.nodes import CUT, excerpt, literature_context
+    from knowledge.models import Finding, FindingHit, Hit, ResearchContext
+
+    text = "- " + "a" * 300 + "\n  " + "b" * 200 + "\n- " + "c" * 300 + "\n- " + "d" * 400
+    cut = excerpt(text, 900)
+    assert cut.endswith("c" * 300 + CUT) and "d" not in cut  # the third point does not fit: left out whole
+    assert excerpt("short", 900) == "short"
+    hits = [Hit(chunk_id=str(i), text=text, source="primer:x.md", title="x", section="s", kind="doc",
+                targets=["cpu"], score=1.0) for i in range(3)]
+    finding = Finding(id="r-g1e0", hypothesis="h", change="c", kernel_id="k1", problem="softmax", target="cpu")
+
+    class KB:
+        def research_context(self, query: str, **kwargs: object) -> ResearchContext:
+            return ResearchContext(query=query, literature=hits, findings=[FindingHit(finding=finding, score=1.0)])
+
+    prompt = literature_context(KB(), view("cpu"), kv("k0", "x"), [])
+    assert prompt.count("d" * 400) == 0 and prompt.count(CUT) == 3  # ranks 1-3 get 1000, 700, 500
+    assert prompt.count("c" * 300) == 1  # the second point only in the best-ranked excerpt
+    assert "[F r-g1e0]" in prompt and "problem softmax" not in prompt and "Kernel k1 (parent -)" in prompt
+
+
+def test_the_researcher_reads_each_shape_once_with_its_roofline_and_times() -> None:
+    llm, model = scripted("researcher", {"avenues": [], "plans": [{"title": "t", "description": "d"}]})
+    base = KernelView(id="k1", status="ok", source=BASE_SOURCE, geomean_us=7.0, benchmarks={"rows=8, cols=8": 7.0})
+    reference = base.model_copy(update={"id": "k0", "source": TWIN_SOURCE, "benchmarks": {"rows=8, cols=8": 9.0}})
+    Researcher(llm).design(view(), base, reference, "", [])
+    text = model.requests[-1].text
+    assert "- rows=8, cols=8: speed of light 1 µs; k1 7.00 µs, k0 9.00 µs" in text and "Per-shape times" not in text
+    assert "--- k1" not in text and "@@ " in text  # the diff without its file lines: the prompt names both
+    # A shape the roofline does not hold keeps the table.
+    odd = base.model_copy(update={"benchmarks": {"rows=9, cols=9": 7.0}})
+    Researcher(llm).design(view(), odd, None, "", [])
+    assert "Per-shape times (µs):\n- rows=9, cols=9: 7.00" in model.requests[-1].text
+
+
+def test_a_static_report_says_each_verdict_once() -> None:
+    from agents.views import compact_report
+
+    report = ("vectorisation report: 0 of 1 loops vectorised\nline 36: not vectorised: nest\n"
+              "line 48: SIMD intrinsics (vector code as written)\nline 56: SIMD intrinsics (vector code as written)")
+    assert compact_report(report) == ("vectorisation report: 0 of 1 loops vectorised\nline 36: not vectorised: nest\n"
+                                      "lines 48, 56: SIMD intrinsics (vector code as written)")
+    assert compact_report("head\nline 3: x") == "head\nline 3: x"
+
+
+def test_the_coder_reads_the_reference_code_only_where_the_description_does_not_say_what_to_compute() -> None:
+    llm, model = scripted("coder", {"mode": "file", "source": "x = 1\n"})
+    plan = ExperimentPlan(title="p", description="d")
+    Coder(llm).write(view(), plan, kv("k1", BASE_SOURCE), None)
+    assert "def ref_kernel" not in model.requests[-1].text and "Row softmax." in model.requests[-1].text
+    Coder(llm).write(view().model_copy(update={"description": ""}), plan, kv("k1", BASE_SOURCE), None)
+    assert "Reference implementation (what the kernel must compute):\n```\ndef ref_kernel" in model.requests[-1].text
+    own_check = view().model_copy(update={"tolerance": "the problem's own check_implementation (see the reference code)"})
+    Coder(llm).write(own_check, plan, kv("k1", BASE_SOURCE), None)
+    assert "def ref_kernel" in model.requests[-1].text
+
+
+def test_a_near_rewrite_is_shown_whole_never_as_a_diff_cut_short() -> None:
+    """A diff a little shorter than the file once passed as the shorter form once its ---/+++ lines
+    were dropped, though it had been cut at the file's length: the reference reached a prompt
+    ending mid-line."""
+    from agents.views import as_diff_or_whole
+
+    base = "\n".join(f"keep {i}" for i in range(30)) + "\n" + "\n".join(f"old {i}" for i in range(30)) + "\n"
+    other = "\n".join(f"keep {i}" for i in range(30)) + "\n" + "\n".join(f"new {i} longer" for i in range(30)) + "\n"
+    form, text = as_diff_or_whole(base, other, ("k1", "k2"))
+    assert (form, text) == ("whole", other) or text.rstrip().endswith("+new 29 longer")
+
+
+def test_critic_explain_shows_a_rewrite_whole_and_a_small_change_as_a_diff() -> None:
+    from graph.experiment import unified_diff
+
+    llm, model = scripted("critic", {"hypothesis": "h", "change": "c", "explanation": "e"})
+    rewrite = "\n".join(f"new line {i}" for i in range(40)) + "\n"
+    for source, expected in ((rewrite, "Candidate, whole:\n```\nnew line 0"),
+                             (TWIN_SOURCE, "Candidate, as a diff against base:\n```\n@@ ")):
+        outcome = RunOutcome(candidate=kv("k3", source, 8.0), base=kv("k1", BASE_SOURCE),
+                             diff=unified_diff(BASE_SOURCE, source))
+        Critic(llm).explain(ExperimentPlan(title="p", description="d"), outcome, view(), "")
+        assert expected in model.requests[-1].text
+
+
+def test_the_seed_s_times_are_the_roofline_s_and_not_repeated() -> None:
+    llm, model = scripted("researcher", {"avenues": [], "plans": [{"title": "t", "description": "d"}]})
+    seed = KernelView(id="k0", origin="seed", status="ok", source=BASE_SOURCE, geomean_us=9.0,
+                      benchmarks={"rows=8, cols=8": 9.0})
+    Researcher(llm).design(view(), seed, None, "", [])
+    text = model.requests[-1].text
+    assert "- rows=8, cols=8: speed of light 1 µs\n" in text and "k0 9.00 µs" not in text
+    assert "Per-shape times" not in text and "Base kernel k0 (the seed, 9.00" in text
