@@ -82,7 +82,12 @@ def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[
             "rounds": [b.paired.rounds if b.paired else 0 for b in verdict.benchmarks],
             "shapes": [{"shape": b.shape, "candidate_us": b.median_us, "ratio": b.paired.ratio, "ratio_ci": b.paired.ratio_ci,
                         "round_ratios": b.paired.round_ratios} for b in verdict.benchmarks if b.paired],
-            "noisy": bool(verdict.host and verdict.host.get("noisy"))}
+            "noisy": bool(verdict.host and verdict.host.get("noisy")),
+            # Why a trial measured nothing: the verdict's message and rule, or each shape's pairing error.
+            "why": None if verdict.status.value == "ok" and all(b.paired and b.paired.ratio for b in verdict.benchmarks)
+            else {"message": verdict.message[:300],
+                  "rule": verdict.integrity.violation.rule if verdict.integrity.violation else None,
+                  "shapes": [b.paired.error[:300] for b in verdict.benchmarks if b.paired and b.paired.error]}}
 
 
 def verified(runs: list[dict[str, object]]) -> list[str]:

@@ -86,14 +86,25 @@ class Runner:
                 protocol.send(self.sock, {"op": "error", "message": f"unknown request {op!r}"})
                 continue
             answer = handler(request, fds)
-            if self.arena is not None and self.arena.on_device:
-                import torch
-
-                torch.cuda.synchronize()  # what this process copied into the arena is there before the judge reads it
+            self._arena_written(answer)
             protocol.send(self.sock, answer)
             if op == "batch":
                 gc.enable()
                 gc.collect(1)
+
+    def _arena_written(self, answer: dict[str, Any]) -> None:
+        """With the arena in device memory: what this process copied into it is there before the judge
+        reads it. A device the candidate broke fails the sync too; an answer that already reports
+        the failure goes out as it is (the judge names the error), any other ends the runner."""
+        if self.arena is None or not self.arena.on_device:
+            return
+        import torch
+
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            if answer.get("op") != "error":
+                raise
 
     def on_setup(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         import torch
