@@ -504,6 +504,11 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
                 continue
             stopped = _stopped_now([t for t in tracks if t is not track])
             try:
+                if track.kind == "gpu":
+                    # The other runner's context had the GPU last: the switch back belongs to no call of
+                    # this batch (calibration's no-op batches were each followed by one, `_exercise`).
+                    # Paid inside the round trip it put 150-270 µs a call on honest pairs' clocks (H100).
+                    track.judge.session.settle(track.judge.deadline)
                 timed.append(track.step(recipes))
             except (IntegrityViolation, CandidateFailure) as exc:
                 if track is first:
