@@ -96,11 +96,14 @@ class Researcher:
         directives: list[str],
         picks: int = 3,
         base_report: str = "",
+        tuner: str = "",
     ) -> Outcome[ResearchPlan] | None:
         """The full reply with `plans` reduced to the picks; None without an LLM or a usable reply
         (the error is logged and the caller falls back to the Tuner). `base_report` is the base's
         static report (which loops were vectorised on a CPU; registers, spills and occupancy on a
-        GPU): a plan to vectorise a loop the compiler already vectorised is a wasted experiment."""
+        GPU): a plan to vectorise a loop the compiler already vectorised is a wasted experiment.
+        `tuner` names the tunable assignments the Tuner tries in the same generation ('EXP_UNROLL 1→4'):
+        a plan that sets one of them would be the same kernel twice."""
         if self.llm is None:
             return None
         form, reference_source = as_diff_or_whole(base.source, reference.source, (base.id, reference.id)) \
@@ -119,6 +122,7 @@ class Researcher:
             base_time=_time(base),
             base_source=base.source.rstrip(),
             base_report=compact_report(base_report),
+            tuner=tuner,
             reference_id=reference.id if reference else "",
             reference_time=_time(reference) if reference else "",
             reference_form=form,

@@ -43,7 +43,16 @@ class Selector:
         self.llm = llm
         self.prompt = load_prompt("selector")
 
-    def select(self, problem: ProblemView, population: list[KernelView], directives: list[str]) -> Outcome[Selection]:
+    def select(
+        self,
+        problem: ProblemView,
+        population: list[KernelView],
+        directives: list[str],
+        verified: str = "",
+        findings: str = "",
+    ) -> Outcome[Selection]:
+        """`verified`: the side-by-side ratios the run measured, one pair a line, with intervals;
+        `findings`: a few findings of the run, one line each (graph/nodes.py builds both)."""
         fallback = fallback_selection(population)
         if self.llm is None:
             return Outcome(fallback, "fallback", "no LLM configured")
@@ -55,6 +64,8 @@ class Selector:
             target=problem.target,
             brief=target_brief(problem, "selector"),
             population=population_table(population),
+            verified=verified,
+            findings=findings,
             directives=directives_text(directives),
         )
         reply = self.llm.structured(system, user, Selection)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from knowledge.models import concise
 from sandbox.summary import num, num_interval
 
 
@@ -94,6 +95,20 @@ def shape_table(first: KernelView | None, second: KernelView | None, names: tupl
         b = second.benchmarks.get(s)
         lines.append(f"| {s} | {num(a)} | {num(b)} |")  # num writes a missing value as '-'
     return "\n".join(lines)
+
+
+def finding_line(finding: dict[str, Any], lesson_chars: int = 200) -> str:
+    """One finding of the run in a line: `[g2e0] k5 of k3, fuse passes: 1.21x (ok). Lesson: ...`; the
+    lesson cut at a sentence within `lesson_chars` (the explanation is left to the chat and the
+    Researcher)."""
+    measured = finding.get("measured_speedup")
+    result = f"{num(measured)}x" if measured else "no speed-up measured"
+    kernel = finding.get("kernel_id") or (f"same code as {finding['duplicate_of']}" if finding.get("duplicate_of")
+                                          else "no kernel")
+    lesson = concise(str(finding.get("lesson") or ""), lesson_chars)
+    head = (f"[{finding.get('experiment_id', '-')}] {kernel} of {finding.get('parent_id') or '-'}, "
+            f"{finding.get('title', '')}: {result} ({finding.get('status', '-')})")
+    return head + (f". Lesson: {lesson}" if lesson else "")
 
 
 def directives_text(directives: list[str]) -> str:

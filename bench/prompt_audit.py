@@ -163,9 +163,22 @@ def fixture_view(target: str, folder: Path) -> ProblemView:
     return pv.problem_view(archive, config, _fixture_verdict(target, profile), **kwargs)  # type: ignore[arg-type]
 
 
-FINDING = dict(id="run1-g1e0", hypothesis="unroll the sum", change="UNROLL 1→4", expected_speedup_min=1.0,
+# The finding of the experiment that made k1, as the run stored it (an older checkout ignores the fields
+# it does not know: its id was the run's id and the experiment's, its lesson appended to the explanation).
+FINDING = dict(id="g1e0", run_id="run1", hypothesis="unroll the sum", change="UNROLL 1→4", expected_speedup_min=1.0,
                expected_speedup_max=1.3, measured_speedup=1.28, explanation="fewer loop branches",
-               kernel_id="k1", parent_id="k0", problem="softmax")
+               lesson="unrolling pays; leave the factor to the Tuner", kernel_id="k1", parent_id="k0",
+               problem="softmax")
+# What the run measured side by side, and its findings as the Selector reads them (graph/nodes.py).
+VERIFIED = "- k1 against k0: 1.28x [1.22–1.34], faster"
+RUN_FINDINGS: list[dict[str, Any]] = [
+    dict(experiment_id="g1e0", kernel_id="k1", parent_id="k0", title="tune UNROLL 1→4", measured_speedup=1.28,
+         status="ok", lesson="unrolling pays; leave the factor to the Tuner"),
+    dict(experiment_id="g1e1", kernel_id="k2", parent_id="k0", title="vectorised exp", measured_speedup=None,
+         status="build_error", lesson="declare the intrinsics' header"),
+]
+# The Tuner's variant beside the Researcher's plans in the fixture's next generation.
+TUNER = "UNROLL 4→8"
 
 
 def _context(target: str, view: ProblemView, base: KernelView, directives: list[str]) -> str:
@@ -181,6 +194,8 @@ def _context(target: str, view: ProblemView, base: KernelView, directives: list[
         kb.add_finding(finding)
         try:
             from graph.nodes import literature_context
+            if _accepts(literature_context, "run_id"):
+                return literature_context(kb, view, base, directives, "run1")
         except ImportError:
             from agents.researcher import research_query
             from graph.nodes import VENDOR
@@ -237,12 +252,19 @@ def render_prompts(target: str) -> dict[str, str]:
     prompts: dict[str, str] = {}
 
     llm, model = _llm("selector")
-    Selector(llm).select(view, population, directives)
+    evidence: dict[str, Any] = {}
+    if _accepts(Selector.select, "verified"):
+        from agents.views import finding_line
+
+        evidence = {"verified": VERIFIED, "findings": "\n".join(finding_line(f) for f in RUN_FINDINGS)}
+    Selector(llm).select(view, population, directives, **evidence)
     prompts["selector"] = _text(model)
 
     llm, model = _llm("researcher")
     context = _context(target, view, base, directives)
     report = {"base_report": _base_report(target, base.source)} if _accepts(Researcher.design, "base_report") else {}
+    if _accepts(Researcher.design, "tuner"):
+        report["tuner"] = TUNER
     Researcher(llm).design(view, base, seed, context, directives, picks=3, **report)
     prompts["researcher"] = _text(model)
 

@@ -21,7 +21,7 @@ from graph.state import ExperimentResult, ExperimentSpec
 from graph.tuner import render_variant
 from sandbox.integrity import scan_source
 from sandbox.static_report import StaticReport
-from sandbox.summary import num
+from sandbox.summary import num, unpaired_ratio
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,32 @@ def evaluated_twin(ctx: RunContext, source: str, experiment_id: str) -> KernelRe
                  and normalised_source(k.source) == wanted), None)
 
 
+def sibling_twin(spec: ExperimentSpec, base: KernelRecord, source: str) -> KernelRecord | None:
+    """A Tuner variant of this generation, perhaps still being evaluated, whose normalised source equals
+    `source`'s: a plan that sets a tunable to the value the Tuner tries beside it (EXP_UNROLL=4 twice)
+    would be reviewed, built and timed twice. Returned as a stand-in under the sibling's experiment id,
+    status `pending` (graph/experiment.py's resolve_twin reads it as the kernel it made)."""
+    wanted = normalised_source(source)
+    for sibling in spec.get("tuned_siblings") or []:
+        if sibling.get("id") == spec["id"] or not sibling.get("assignment"):
+            continue
+        try:
+            rendered = render_variant(base.source, sibling["assignment"])
+        except Exception:  # a variant the Tuner cannot render is no twin
+            continue
+        if normalised_source(rendered) == wanted:
+            return KernelRecord(id=sibling["id"], generation=spec["generation"], experiment_id=sibling["id"],
+                                origin="tune", summary=str(sibling.get("title") or ""), source=rendered, sha256="",
+                                status="pending")
+    return None
+
+
 def duplicate_feedback(twin: KernelRecord) -> str:
     """What the Coder is told when its candidate is a kernel the run already has."""
+    if twin.status == "pending":
+        return (f"Your candidate has the same code as the Tuner's experiment {twin.id} of this generation "
+                f"({twin.summary or 'a tunable assignment'}), which is being evaluated now. Implement the plan so "
+                "that it differs from that variant: change the code, not only a tunable's value.")
     result = f"{num(twin.geomean_us)} µs" if twin.geomean_us else twin.status
     return (f"Your candidate has the same code as kernel {twin.id} ({twin.summary or twin.origin}; {result}), "
             f"which the run has already evaluated. Implement the plan so that it differs from {twin.id}.")
@@ -82,6 +106,15 @@ def _finish(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord | None, 
         kernel=kernel.id if kernel else None,
         geomean_us=kernel.geomean_us if kernel else None,
     )
+    return _result(spec, kernel, status)
+
+
+def _step(ctx: RunContext, spec: ExperimentSpec, step: str) -> None:
+    ctx.archive.update_experiment(spec["id"], step=step)
+    ctx.progress.event("experiment_step", experiment=spec["id"], step=step, title=spec["plan"].get("title", ""))
+
+
+def _result(spec: ExperimentSpec, kernel: KernelRecord | None, status: str) -> ExperimentResult:
     return ExperimentResult(
         experiment_id=spec["id"],
         generation=spec["generation"],
@@ -92,12 +125,19 @@ def _finish(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord | None, 
     )
 
 
-def _step(ctx: RunContext, spec: ExperimentSpec, step: str) -> None:
-    ctx.archive.update_experiment(spec["id"], step=step)
-    ctx.progress.event("experiment_step", experiment=spec["id"], step=step, title=spec["plan"].get("title", ""))
-
-
 def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
+    """One experiment alone, measured then explained. The graph runs the two halves apart
+    (`measure_experiment` for every experiment of a generation, then `explain_experiment`), so that
+    the Critic explains each with its siblings' outcomes measured."""
+    result = measure_experiment(ctx, spec)
+    explain_experiment(ctx, spec)
+    return result
+
+
+def measure_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
+    """Write (or render) the candidate, review it, evaluate it, repair it, and where its timing claims
+    a difference time it beside its base: everything but the explanation. The experiment is then
+    `measured`, with its kernel; what came out is kept under `<id>/measured` for the explanation."""
     record = ctx.archive.start_experiment(
         ExperimentRecord(
             id=spec["id"],
@@ -111,9 +151,13 @@ def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
             started_at=utc_now(),
         )
     )
-    if record.status == "done":
-        kernel = ctx.archive.kernel(record.kernel_id) if record.kernel_id else None
-        return _finish(ctx, spec, kernel, kernel.status if kernel else "failed")
+    stored = ctx.archive.get_step(f"{spec['id']}/measured")
+    if record.status == "done" or stored is not None:  # measured before a restart
+        kernel_id = stored["kernel_id"] if stored is not None else record.kernel_id
+        kernel = ctx.archive.kernel(kernel_id) if kernel_id else None
+        if record.status not in ("done", "measured"):
+            ctx.archive.update_experiment(spec["id"], status="measured", step="measured", kernel_id=kernel_id)
+        return _result(spec, kernel, (stored or {}).get("status") or (kernel.status if kernel else "failed"))
     base = ctx.archive.kernel(spec["base_id"])
     if base is None:
         raise KeyError(f"experiment {spec['id']}: base kernel {spec['base_id']} is not in the archive")
@@ -124,8 +168,44 @@ def run_experiment(ctx: RunContext, spec: ExperimentSpec) -> ExperimentResult:
         kernel = _tune(ctx, spec, base, plan)
     else:
         kernel, twin = _write_and_repair(ctx, spec, base, reference, plan)
-    _explain(ctx, spec, plan, base, kernel, twin)
-    return _finish(ctx, spec, kernel, kernel.status if kernel else "duplicate" if twin else "failed")
+    if kernel is not None and twin is None:
+        side_by_side(ctx, spec, kernel, base)  # kept under <id>/side-by-side: siblings' explanations read it
+    status = kernel.status if kernel else "duplicate" if twin else "failed"
+    ctx.archive.put_step(f"{spec['id']}/measured", {
+        "kernel_id": kernel.id if kernel else None, "twin_id": twin.id if twin else None, "status": status})
+    ctx.archive.update_experiment(spec["id"], status="measured", step="measured",
+                                  kernel_id=kernel.id if kernel else None)
+    ctx.progress.event("experiment_step", experiment=spec["id"], step="measured", title=spec["plan"].get("title", ""))
+    return _result(spec, kernel, status)
+
+
+def explain_experiment(ctx: RunContext, spec: ExperimentSpec) -> None:
+    """The Critic's finding for a measured experiment, once every experiment of its generation is
+    measured (the graph's `explain` node): the siblings' outcomes are final when it reads them."""
+    record = ctx.archive.experiment(spec["id"])
+    measured = ctx.archive.get_step(f"{spec['id']}/measured")
+    if record is None or record.status in ("done", "error") or measured is None:
+        return
+    base = ctx.archive.kernel(spec["base_id"])
+    assert base is not None
+    kernel = ctx.archive.kernel(measured["kernel_id"]) if measured.get("kernel_id") else None
+    twin = resolve_twin(ctx, measured.get("twin_id"))
+    _explain(ctx, spec, ExperimentPlan.model_validate(spec["plan"]), base, kernel, twin)
+    _finish(ctx, spec, kernel, str(measured.get("status") or "failed"))
+
+
+def resolve_twin(ctx: RunContext, twin_id: str | None) -> KernelRecord | None:
+    """The kernel a candidate duplicated: a kernel id, or a sibling experiment's id (a Tuner variant
+    of the same generation that was being evaluated) read as the kernel that experiment made."""
+    if not twin_id:
+        return None
+    kernel = ctx.archive.kernel(twin_id)
+    if kernel is not None:
+        return kernel
+    sibling = ctx.archive.experiment(twin_id)
+    made = ctx.archive.kernel(sibling.kernel_id) if sibling is not None and sibling.kernel_id else None
+    return made or KernelRecord(id=twin_id, generation=0, origin="tune", summary="", source="", sha256="",
+                                status="not measured", experiment_id=twin_id)
 
 
 def _lineage(
@@ -201,7 +281,7 @@ def _write_and_repair(
             candidate = Candidate(**written)
             if candidate.source is None:
                 break
-            twin = evaluated_twin(ctx, candidate.source, eid)
+            twin = evaluated_twin(ctx, candidate.source, eid) or sibling_twin(spec, base, candidate.source)
             if twin is not None:
                 break
             _step(ctx, spec, "critic review")
@@ -309,13 +389,16 @@ def _remember(ctx: RunContext, kb: Any, finding: dict[str, Any]) -> None:
     try:
         kb.add_finding(
             Finding(
-                id=f"{ctx.run_id}-{finding['experiment_id']}",
+                # Short and stable within the run (g1e0); the store keys it with the run (Finding.store_key).
+                id=finding["experiment_id"],
+                run_id=ctx.run_id,
                 hypothesis=finding["hypothesis"],
                 change=finding["change"],
                 expected_speedup_min=finding["expected_speedup_min"],
                 expected_speedup_max=finding["expected_speedup_max"],
                 measured_speedup=finding["measured_speedup"],
-                explanation=f"{finding['explanation']} {finding['lesson']}".strip(),
+                explanation=finding["explanation"],
+                lesson=finding["lesson"],
                 kernel_id=finding["kernel_id"] or "-",
                 parent_id=finding["parent_id"],
                 problem=ctx.view.name,
@@ -339,7 +422,8 @@ def side_by_side(ctx: RunContext, spec: ExperimentSpec, kernel: KernelRecord, ba
     apart = RunOutcome(candidate=ctx.kernel_view(kernel), base=ctx.kernel_view(base))  # type: ignore[arg-type]
     if apart.difference not in ("faster", "slower"):
         return None
-    _step(ctx, spec, "side by side with the base")
+    if ctx.archive.get_step(f"{spec['id']}/side-by-side") is None:
+        _step(ctx, spec, "side by side with the base")
 
     def measure() -> dict[str, Any]:
         from graph.verify import from_verdict
@@ -377,25 +461,52 @@ def _static_summary(static: Any) -> str:
         return ""
 
 
+def measured_ratio(ctx: RunContext, experiment_id: str, kernel: KernelRecord, base: KernelRecord | None) -> str:
+    """The kernel's speed-up over its base as measured: side by side where the experiment timed the
+    pair (its figure), else from the two separate timings, with its 95% interval and reading."""
+    paired = ctx.archive.get_step(f"{experiment_id}/side-by-side")
+    if paired and paired.get("ratio") and paired.get("ratio_ci"):
+        lo, hi = paired["ratio_ci"]
+        return (f"{num(paired['ratio'])}x [{num(lo)}–{num(hi)}] the base side by side, "
+                f"{paired.get('difference') or 'not measured'}")
+    if base is None:
+        return ""
+    compared = unpaired_ratio(base.geomean_us, base.geomean_ci_us, kernel.geomean_us, kernel.geomean_ci_us)
+    if compared is None:
+        return ""
+    gain, interval, said = compared
+    within = f" [{num(interval[0])}–{num(interval[1])}]" if interval else ""
+    return f"{num(gain)}x{within} the base timed apart, {said}"
+
+
 def sibling_outcomes(ctx: RunContext, spec: ExperimentSpec) -> str:
-    """The other experiments of this generation, one line each with their outcome so far, so the
-    Critic can answer a plan's question that a sibling's measurement settles ('' when alone)."""
+    """The other experiments of this generation, one line each with the outcome measured (the graph
+    explains only once every experiment of a generation is measured): its kernel's time and speed-up
+    over the shared base with its interval, side by side where it was timed so; its failure; the kernel
+    it duplicated. So the Critic can answer a plan's question that a sibling's measurement settles
+    ('' when alone)."""
     base = ctx.archive.kernel(spec["base_id"])
     lines = []
     for other in ctx.archive.experiments(spec["generation"]):
         if other.id == spec["id"]:
             continue
-        title = str(other.plan.get("title", ""))
-        kernel = ctx.archive.kernel(other.kernel_id) if other.kernel_id else None
-        if kernel is None:
-            lines.append(f"- {other.id} ({other.kind}) {title}: {'no kernel' if other.status == 'done' else 'running'}")
-            continue
-        view = ctx.kernel_view(kernel)
-        assert view is not None
-        if not view.ok:
-            lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {kernel.status}")
-            continue
-        ratio = f", {base.geomean_us / kernel.geomean_us:.3g}x the base" if base and base.geomean_us and \
-            kernel.geomean_us else ""
-        lines.append(f"- {other.id} ({other.kind}) {title}: {kernel.id} {view.time_text()}{ratio}")
+        head = f"- {other.id} ({other.kind}) {other.plan.get('title', '')}:"
+        measured = ctx.archive.get_step(f"{other.id}/measured") or {}
+        kernel_id = measured.get("kernel_id") or other.kernel_id
+        kernel = ctx.archive.kernel(kernel_id) if kernel_id else None
+        if other.status == "error":
+            lines.append(f"{head} {other.step or 'error'}"[:300])
+        elif kernel is None and measured.get("twin_id"):
+            twin = resolve_twin(ctx, measured["twin_id"])
+            lines.append(f"{head} not run, the same code as {twin.id if twin else measured['twin_id']}")
+        elif kernel is None:
+            lines.append(f"{head} {'no candidate' if measured or other.status == 'done' else 'not measured yet'}")
+        elif not kernel.ok:
+            message = " ".join(kernel.message.split())[:160]
+            lines.append(f"{head} {kernel.id} {kernel.status}" + (f" ({message})" if message else ""))
+        else:
+            view = ctx.kernel_view(kernel)
+            assert view is not None
+            ratio = measured_ratio(ctx, other.id, kernel, base)
+            lines.append(f"{head} {kernel.id} {view.time_text()}" + (f"; {ratio}" if ratio else ""))
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The graph's nodes: seed, select, research, experiment (fanned out), collect."""
+"""The graph's nodes: seed, select, research, experiment and explain (each fanned out), collect."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from langgraph.types import Send
 
 from agents.researcher import research_query
 from agents.schemas import ResearchPlan, Selection
-from agents.views import KernelView, ProblemView
+from agents.views import KernelView, ProblemView, finding_line
 from graph import control, verify
-from graph.archive import KernelRecord
+from graph.archive import KernelRecord, utc_now
 from graph.config import KNOWLEDGE_TAG
 from graph.context import RunContext
-from graph.experiment import kernel_report, run_experiment
+from graph.experiment import explain_experiment, kernel_report, measure_experiment
 from graph.problem_view import problem_view
 from graph.state import ExperimentSpec, RunState
 from graph.tuner import frozen_reasons, tune_plans
+from sandbox.summary import num
 from sandbox.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -106,13 +107,49 @@ def select(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     directives = ctx.archive.directives()
     ctx.progress.event("generation", generation=generation, step="select")
     outcome = ctx.memo_outcome(
-        f"g{generation}/select", Selection, lambda: ctx.selector.select(ctx.view, population, directives)
+        f"g{generation}/select", Selection,
+        lambda: ctx.selector.select(ctx.view, population, directives, verified=verified_ratios(ctx),
+                                    findings=selector_findings(ctx, population)),
     )
     if outcome.error and outcome.by == "fallback" and ctx.llm_enabled:
         log.warning("generation %d: %s", generation, outcome.error)
     selection = outcome.value.model_dump() | {"by": outcome.by}
     ctx.progress.event("selected", generation=generation, **selection)
     return {"selection": selection, "generation_started": time.time()}
+
+
+# How many side-by-side ratios and findings the Selector reads: the latest, one line each.
+SELECTOR_RATIOS = 6
+SELECTOR_FINDINGS = 4
+
+
+def verified_ratios(ctx: RunContext, limit: int = SELECTOR_RATIOS) -> str:
+    """The pairs of kernels the run timed side by side (a leader beside the best, a candidate beside
+    its base), the latest measurement of each pair, newest last: `- k5 against k3: 1.21x [1.15–1.27],
+    faster` ('' when none)."""
+    pairs: dict[tuple[str, str], str] = {}
+    measured = [v.model_dump(mode="json") for v in verify.verifications(ctx.archive)]
+    measured += [m for m in (ctx.archive.get_step(f"{e.id}/side-by-side") for e in ctx.archive.experiments()) if m]
+    for m in measured:
+        if not m.get("ratio") or not m.get("ratio_ci") or not m.get("kernel_id") or not m.get("base_id"):
+            continue
+        key = (str(m["kernel_id"]), str(m["base_id"]))
+        pairs.pop(key, None)
+        lo, hi = m["ratio_ci"]
+        pairs[key] = (f"- {key[0]} against {key[1]}: {num(m['ratio'])}x [{num(lo)}–{num(hi)}], "
+                      f"{m.get('difference') or 'not measured'}")
+    return "\n".join(list(pairs.values())[-limit:])
+
+
+def selector_findings(ctx: RunContext, population: list[KernelView | None], limit: int = SELECTOR_FINDINGS) -> str:
+    """A few findings of the run for the Selector, one line each: those of the experiments that made
+    the three fastest kernels, then the newest others ('' when none)."""
+    findings = ctx.archive.findings()  # newest first
+    leaders = [k.id for k in sorted((k for k in population if k is not None and k.ok),
+                                    key=lambda k: k.geomean_us or 0.0)[:3]]
+    chosen = [f for kid in leaders for f in findings if f.get("kernel_id") == kid][:limit]
+    chosen += [f for f in findings if f not in chosen][: max(0, limit - len(chosen))]
+    return "\n".join(finding_line(f) for f in chosen)
 
 
 def research(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -146,30 +183,34 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
     base = ctx.archive.kernel(selection["base_id"])
     assert base is not None
     entries: list[dict[str, Any]] = []
+    directives = ctx.archive.directives()
+    findings = ctx.archive.findings()
+    # The Tuner's variants are known before the Researcher runs (nearest untried values first): the
+    # Researcher is told them, so that no plan spends an experiment on an assignment the Tuner tries.
+    tuned = tune_plans(base, population, config.tuner_per_generation, directives, findings) if ctx.llm_enabled else []
     if ctx.llm_enabled:
         reference = ctx.archive.kernel(selection["reference_id"]) if selection.get("reference_id") else None
         base_view = ctx.kernel_view(base)
         assert base_view is not None
-        directives = ctx.archive.directives()
         kb = ctx.knowledge() if ctx.knowledge else None
-        context = literature_context(kb, ctx.view, base_view, directives) if kb is not None else ""
+        context = literature_context(kb, ctx.view, base_view, directives, ctx.run_id) if kb is not None else ""
         outcome = ctx.memo_outcome(
             f"g{generation}/researcher",
             ResearchPlan,
             lambda: ctx.researcher.design(
                 ctx.view, base_view, ctx.kernel_view(reference), context, directives, picks=config.parallel,
-                base_report=kernel_report(ctx, base),
+                base_report=kernel_report(ctx, base), tuner=tuner_text(tuned),
             ),
         )
         if outcome.error:
             log.warning("%s", outcome.error)
         entries += [{"kind": "llm", "plan": p.model_dump()} for p in outcome.value.plans]
     tuner_slots = config.tuner_per_generation if entries else config.parallel
-    findings = ctx.archive.findings()
-    tuned = tune_plans(base, population, tuner_slots, ctx.archive.directives(), findings)
+    if not entries:  # the Tuner alone (no LLM, or no usable plan): every slot is its
+        tuned = tune_plans(base, population, tuner_slots, directives, findings)
     if len(tuned) < tuner_slots:
         # Said, not silent: a generation with fewer experiments than slots.
-        frozen = frozen_reasons(base, population, ctx.archive.directives(), findings)
+        frozen = frozen_reasons(base, population, directives, findings)
         why = (f"{base.id} declares no tunables" if "@tunable" not in base.source else
                "no untried values left" + (f" for the tunables not frozen ({', '.join(sorted(frozen))} frozen)"
                                            if frozen else ""))
@@ -177,6 +218,12 @@ def _design(ctx: RunContext, generation: int, selection: dict[str, Any]) -> list
                  why)
     entries += [{"kind": "tune", **p} for p in tuned]
     return entries
+
+
+def tuner_text(tuned: list[dict[str, Any]]) -> str:
+    """The Tuner's variants of this generation in one line, for the Researcher ('' when none)."""
+    changes = [str(p["plan"]["title"]).removeprefix("tune ") for p in tuned]
+    return "; ".join(changes)
 
 
 # How much of a literature excerpt the Researcher reads, by rank: the best match up to 1,000
@@ -201,10 +248,12 @@ def excerpt(text: str, max_chars: int) -> str:
     return text[: cut if cut > max_chars // 2 else max_chars].rstrip() + CUT
 
 
-def literature_context(kb: Any, view: ProblemView, base: KernelView, directives: list[str]) -> str:
+def literature_context(kb: Any, view: ProblemView, base: KernelView, directives: list[str],
+                       run_id: str | None = None) -> str:
     """The Researcher's literature and findings: asked with the plan that made the base and the
     measured bottleneck, filtered to the target's documents, above the relevance floor ('' when
-    retrieval fails: it is an aid, the Researcher can work without it)."""
+    retrieval fails: it is an aid, the Researcher can work without it). Findings of run `run_id` are
+    cited by their experiment ids (g1e0), other runs' with a tag of their run."""
     query = research_query(view, base, directives)
     log.info("literature query: %s", query)
     try:
@@ -216,7 +265,7 @@ def literature_context(kb: Any, view: ProblemView, base: KernelView, directives:
                 hit.model_copy(update={"text": excerpt(hit.text, EXCERPT_CHARS[min(rank, len(EXCERPT_CHARS) - 1)])})
                 for rank, hit in enumerate(context.literature)
             ]
-        text = str(context.to_prompt(max_chars_per_hit=max(EXCERPT_CHARS) + len(CUT)))
+        text = str(context.to_prompt(max_chars_per_hit=max(EXCERPT_CHARS) + len(CUT), run_id=run_id))
     except Exception as exc:
         log.warning("knowledge retrieval failed: %s", exc)
         return ""
@@ -229,13 +278,20 @@ def fan_out(state: RunState) -> list[Send] | str:
     plans = state.get("plans") or []
     if not plans:
         return "collect"
-    return [Send("experiment", spec) for spec in plans]
+    # Each experiment knows the Tuner variants beside it: a Coder's candidate equal to one is recognised
+    # before review even while that variant is still being evaluated (graph/experiment.py's sibling_twin).
+    tuned = [{"id": s["id"], "assignment": s.get("assignment"), "title": s["plan"].get("title", "")}
+             for s in plans if s.get("kind") == "tune" and s.get("assignment")]
+    return [Send("experiment", dict(spec, tuned_siblings=[t for t in tuned if t["id"] != spec["id"]]))
+            for spec in plans]
 
 
 def experiment(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Everything of one experiment but its explanation: candidate, review, evaluation, repairs, the
+    side-by-side timing. The explanations wait for the whole generation (`explain`)."""
     ctx = runtime.context
     try:
-        result = run_experiment(ctx, spec)
+        result = measure_experiment(ctx, spec)
     except Exception as exc:
         # One broken experiment must not end a run of hours; the error is kept with it.
         log.exception("experiment %s failed", spec["id"])
@@ -249,6 +305,28 @@ def experiment(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, 
             "geomean_us": None,
         }
     return {"results": [result]}
+
+
+def measured(state: RunState) -> dict[str, Any]:
+    """Where the generation's experiments join: every one is measured before any is explained."""
+    return {}
+
+
+def fan_out_explain(state: RunState) -> list[Send] | str:
+    plans = state.get("plans") or []
+    return [Send("explain", spec) for spec in plans] or "collect"
+
+
+def explain(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The Critic's finding for one experiment, its siblings' outcomes measured and final."""
+    ctx = runtime.context
+    try:
+        explain_experiment(ctx, spec)
+    except Exception as exc:
+        log.exception("explaining experiment %s failed", spec["id"])
+        ctx.archive.update_experiment(spec["id"], status="done", step=f"explanation failed: {exc}"[:500],
+                                      finished_at=utc_now())
+    return {}
 
 
 def verified_best(ctx: RunContext, best_id: str | None) -> KernelRecord | None:

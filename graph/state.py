@@ -21,6 +21,8 @@ class ExperimentSpec(TypedDict, total=False):
     assignment: dict[str, str] | None  # tunable values, for kind == tune
     base_id: str
     reference_id: str | None
+    # The generation's Tuner variants beside it ({id, assignment, title}), set at the fan-out.
+    tuned_siblings: list[dict[str, Any]]
 
 
 class ExperimentResult(TypedDict, total=False):

@@ -43,9 +43,13 @@ class FindingsMemory:
         self.retriever = HybridRetriever(self.collection, lambda doc, meta: doc, self.embedder.embed_query)
 
     def add(self, finding: Finding) -> str:
-        fid = finding.id or finding_id(finding)
-        finding = finding.model_copy(update={"id": fid})
+        """Store (or update) a finding under its `store_key` (the run and the short id) or, without
+        an id, one derived from its content; returns the key."""
+        if not finding.id:
+            finding = finding.model_copy(update={"id": finding_id(finding)})
+        fid = finding.store_key or finding_id(finding)
         meta: dict[str, str | float | bool] = {
+            "run_id": finding.run_id or "",
             "problem": finding.problem,
             "target": finding.target,
             "kernel_id": finding.kernel_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime, timezone
 from typing import Literal
 
@@ -120,7 +122,13 @@ class KBStats(BaseModel):
 class Finding(BaseModel):
     """The written outcome of one experiment: what was tried, what was expected, what happened, why."""
 
-    id: str | None = Field(default=None, description="Stable id; derived from the content when omitted.")
+    id: str | None = Field(
+        default=None,
+        description="Stable id, short within its run (its experiment's, g1e0); derived from the content when omitted.",
+    )
+    run_id: str | None = Field(
+        default=None, description="The run it came from: with `id` it names the finding in the store (`store_key`)."
+    )
     hypothesis: str
     change: str = Field(description="The code change that was made (the plan's rubric, summarised).")
     expected_speedup_min: float | None = None
@@ -129,6 +137,7 @@ class Finding(BaseModel):
         default=None, description="None when it did not build or was wrong."
     )
     explanation: str = Field(default="", description="The Critic's explanation of the result.")
+    lesson: str = Field(default="", description="What the next experiments should take from it, kept apart.")
     kernel_id: str
     parent_id: str | None = None
     problem: str
@@ -138,18 +147,50 @@ class Finding(BaseModel):
     )
     created_at: str = Field(default_factory=_precise_now)
 
-    def render(self) -> str:
-        """The text that is embedded and shown to the Researcher."""
+    @property
+    def store_key(self) -> str | None:
+        """Its key in the findings store: unique across runs (`run:g1e0`), where its id is short."""
+        return f"{self.run_id}:{self.id}" if self.run_id and self.id else self.id
+
+    def label(self, run_id: str | None = None) -> str:
+        """How prompts cite it: its short id within run `run_id` (or when it has no run), else the id
+        with a tag of its run (`g1e0@3fa2`), so that two runs' g1e0 are not one citation."""
+        if not self.id:
+            return "-"
+        if not self.run_id or self.run_id == run_id:
+            return self.id
+        return f"{self.id}@{hashlib.sha1(self.run_id.encode()).hexdigest()[:4]}"
+
+    def render(self, explanation_chars: int | None = None) -> str:
+        """The text that is embedded (whole) and shown to the Researcher (the explanation cut at a
+        sentence within `explanation_chars`; the lesson on its own line, whole)."""
         expected = _speedup_range(self.expected_speedup_min, self.expected_speedup_max)
         measured = f"{self.measured_speedup:.3g}x" if self.measured_speedup is not None else "none"
+        explanation = self.explanation if explanation_chars is None else concise(self.explanation, explanation_chars)
+        lesson = f"Lesson: {self.lesson}\n" if self.lesson else ""
         return (
             f"Hypothesis: {self.hypothesis}\n"
             f"Change: {self.change}\n"
             f"Expected speed-up: {expected}; measured: {measured} (status {self.status})\n"
-            f"Explanation: {self.explanation}\n"
+            f"Explanation: {explanation}\n"
+            f"{lesson}"
             f"Kernel {self.kernel_id} (parent {self.parent_id or '-'}), "
             f"problem {self.problem}, target {self.target}"
         )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s")
+
+
+def concise(text: str, max_chars: int) -> str:
+    """`text` up to `max_chars`, ending after a whole sentence where one ends in the second half,
+    marked with ' [...]' where something was left out."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    ends = [m.start() for m in _SENTENCE_END.finditer(text, 0, max_chars + 1) if m.start() > max_chars // 2]
+    cut = ends[-1] if ends else text.rfind(" ", 0, max_chars)
+    return text[: cut if cut > max_chars // 2 else max_chars].rstrip() + " [...]"
 
 
 def _speedup_range(lo: float | None, hi: float | None) -> str:
@@ -165,6 +206,11 @@ class FindingHit(BaseModel):
     score: float
 
 
+# How much of a finding's explanation a prompt shows: its first sentences (a model's explanation ran to
+# about a kilobyte); the lesson, on its own line, is shown whole.
+FINDING_EXPLANATION_CHARS = 400
+
+
 class ResearchContext(BaseModel):
     """Literature and earlier findings retrieved together for the Researcher."""
 
@@ -172,7 +218,10 @@ class ResearchContext(BaseModel):
     literature: list[Hit]
     findings: list[FindingHit]
 
-    def to_prompt(self, max_chars_per_hit: int = 1500) -> str:
+    def to_prompt(self, max_chars_per_hit: int = 1500, run_id: str | None = None,
+                  explanation_chars: int = FINDING_EXPLANATION_CHARS) -> str:
+        """Literature, then findings cited by their short ids (`run_id`: the run reading them, whose
+        findings are cited by experiment id alone), each explanation cut to `explanation_chars`."""
         parts = ["## Literature"]
         if not self.literature:
             parts.append("No relevant literature found for this question (no excerpt passed the relevance floor).")
@@ -183,5 +232,6 @@ class ResearchContext(BaseModel):
             parts.append("(none yet)")
         for i, fh in enumerate(self.findings, 1):
             # The finding's own id, so a citation means the same finding in every prompt and run.
-            parts.append(f"[F {fh.finding.id or i}] {fh.finding.render()}")
+            label = fh.finding.label(run_id) if fh.finding.id else str(i)
+            parts.append(f"[F {label}] {fh.finding.render(explanation_chars)}")
         return "\n\n".join(parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,59 @@ def test_a_run_replays_from_its_archive_without_the_llm(tmp_path: Path) -> None:
     assert [c["method"] for c in replayed.llm_calls()] == [c["method"] for c in recorded.llm_calls()]
     for model in replayed_models.values():
         model.assert_exhausted()
+
+
+def test_a_generation_is_explained_whole_and_the_tuner_is_in_the_conversation(tmp_path: Path) -> None:
+    """Issue 15, from a run played by hand with -k 2: the Researcher is told the Tuner's variant of its
+    generation; a Coder that writes that variant anyway is sent back before review; each explanation
+    sees its sibling measured (not "running"); the next Selector reads the side-by-side ratio and the
+    findings."""
+    from graph.archive import KernelRecord
+    from graph.experiment import normalised_source
+    from graph.tuner import render_variant, tune_plans
+    from sandbox.tunables import current_assignment, describe, parse_tunables
+    from tests import scientist_script as script
+
+    seed_source = (script.FIXTURES / "softmax_tunable.py").read_text()
+    seed = KernelRecord(id="k0", generation=0, origin="seed", summary="", source=seed_source, sha256="", status="ok")
+    (tuned,) = tune_plans(seed, [seed], 1)
+    variant = render_variant(seed_source, tuned["assignment"])
+    change = describe(tuned["assignment"], current_assignment(parse_tunables(seed_source)))
+    answers = {"n": 0}
+
+    def coder(messages: Any, kwargs: Any) -> Any:
+        answers["n"] += 1
+        source = variant if answers["n"] == 1 else script.distinct(FAST_SOFTMAX.read_text(), answers["n"])
+        return {"args": {"mode": "file", "source": source, "summary": "omp rows, single exp"}}
+
+    models = scientist_models(coder=coder)
+    final, archive, _ = scripted_run(tmp_path, models, seed=str(script.FIXTURES / "softmax_tunable.py"),
+                                     tuner_per_generation=1, generations=2)
+    assert final["stop_reason"] == "generation budget reached (2)"
+    # The Researcher knew the Tuner's variant before planning.
+    assert f"The Tuner tries these in this generation (plan none of them): {change}" in \
+        models["researcher"].requests[0].text
+    # The Coder's copy of it was recognised before review, built and timed once (by the Tuner).
+    assert "same code as" in models["coder"].requests[1].text
+    llm_kernels = archive.experiment_kernels("g1e0")
+    assert llm_kernels and all(normalised_source(k.source) != normalised_source(variant) for k in llm_kernels)
+    reviews = [r.text for r in models["critic"].requests if "Static integrity scan" in r.text]
+    assert not any("+#define STORE_EXP 1" in r and "ANSWER" not in r for r in reviews)
+    # Each explanation of generation 1 saw its sibling's measured outcome.
+    explains = [r.text for r in models["critic"].requests if "Static integrity scan" not in r.text
+                and "Sibling experiments of this generation" in r.text]
+    g1 = {e.id: e for e in archive.experiments(1)}
+    assert set(g1) == {"g1e0", "g1e1"} and all(e.status == "done" and e.kernel_id for e in g1.values())
+    for eid, other in (("g1e0", "g1e1"), ("g1e1", "g1e0")):
+        title = g1[eid].plan["title"]
+        (prompt,) = [p for p in explains if f"Plan: {title}\n" in p]
+        siblings = prompt.split("Sibling experiments of this generation:\n", 1)[1]
+        assert siblings.startswith(f"- {other} ({g1[other].kind}) ") and f": {g1[other].kernel_id} " in siblings
+        assert re.search(r"[\d.]+x \[[\d.]+–[\d.]+\] the base (side by side|timed apart), ", siblings), siblings
+        assert "running" not in siblings and "not measured" not in siblings
+    # Generation 2's Selector read the pair timed side by side and the findings, one line each.
+    selector_prompt = models["selector"].requests[0].text
+    assert "Findings of the experiments that made the leaders, and the latest:\n[g1e" in selector_prompt
+    paired = archive.get_step("g1e0/side-by-side")
+    if paired and paired.get("ratio"):
+        assert f"- {g1['g1e0'].kernel_id} against {archive.seed().id}: " in selector_prompt
