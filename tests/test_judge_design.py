@@ -514,3 +514,15 @@ def test_the_runner_cannot_list_the_hosts_keys() -> None:
     listing = "cat /proc/keys 2>/dev/null | wc -l; cat /proc/key-users 2>/dev/null | wc -l; echo done"
     seen = subprocess.run([*command[:-1], "sh", "-c", listing], capture_output=True, text=True, timeout=60).stdout.split()
     assert seen == ["0", "0", "done"], seen
+
+
+def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
+    # bubblewrap's /dev is a tmpfs with no size it can set: a red-team kernel parked 1.2 GB there.
+    found = isolation.probe()
+    if not found.available:
+        pytest.skip(f"no isolation here: {found.reason}")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[], hidden=[], gpu=False)
+    probe = ("touch /dev/ks_probe 2>/dev/null && echo dev-writable; touch /dev/shm/ks_probe && echo shm-ok; "
+             "echo x > /dev/null && echo null-ok")
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout.split()
+    assert seen == ["shm-ok", "null-ok"], seen

@@ -243,3 +243,24 @@ def test_a_helper_started_the_moment_sampling_starts_is_sampled(tmp_path: Path) 
     assert sampled.error is None, sampled.error
     hits = sum(sampled.forbidden.values())
     assert hits > 0.5 * sampled.samples and hits > 50, sampled
+
+
+def test_code_in_anonymous_memory_the_kernel_names_counts_as_hidden() -> None:
+    # A red-team kernel copied a BLAS image into memory taken with sbrk: its samples read `[heap]`.
+    from sandbox.judge.libwatch import _GONE, _Files
+    from sandbox.judge.perfdata import Hit
+
+    for name in ("[heap]", "[stack]", "[anything]"):
+        assert LibraryWatch._symbol(_Files(None), Hit(pid=os.getpid(), path=name, inode=None, file_offset=0)) is _GONE
+    assert LibraryWatch._symbol(_Files(None), Hit(pid=os.getpid(), path="[vdso]", inode=None, file_offset=0)) is None
+
+
+def test_a_file_on_an_in_memory_file_system_is_one_the_candidate_could_write(tmp_path: Path) -> None:
+    from sandbox.judge.libwatch import _Files, _in_memory
+    from sandbox.judge.perfdata import Hit
+
+    system = Path(sys.executable).resolve()
+    assert not _Files(None).writable(Hit(pid=os.getpid(), path=str(system), inode=None, file_offset=0))
+    if os.path.isdir("/dev/shm") and _in_memory("/dev/shm"):
+        assert _Files(None).writable(Hit(pid=os.getpid(), path="/dev/shm/x.so", inode=None, file_offset=0))
+    assert _Files(None).writable(Hit(pid=os.getpid(), path="/dev/somewhere/x.so", inode=None, file_offset=0))

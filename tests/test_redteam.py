@@ -98,6 +98,11 @@ CHEATS = [
     ("library", "softmax", "rt_library_helper_from_import", "full", {Status.rejected}, "forbidden-op"),
     # a loaded library overwritten so it reads as no ELF file is code no one can name
     ("library", "matmul_bf16", "rt_library_elf_magic_wiped", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    # ... and so is a library's image copied into the heap, and a copy whose names were zeroed in place
+    ("library", "matmul_bf16", "rt_library_heap_copy", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    ("library", "matmul_bf16", "rt_library_names_blanked", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    # /dev is read-only to the runner (it was an uncapped tmpfs outside the sampler's writable places)
+    ("library", "matmul_bf16", "rt_library_dev_copy", "full", {Status.rejected, Status.runtime_error}, None),
     # bf16 matmul runs in oneDNN's JIT code (anonymous memory) as much as in at::native's: either is seen
     ("library", "matmul_bf16", "library_matmul", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # 6. persisting: one evaluation adds a bounded number of libraries, of a bounded size, to the cache

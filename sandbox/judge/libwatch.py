@@ -33,8 +33,12 @@ from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
 SAMPLE_HZ = 997
 ATTACH_TIMEOUT_S = 10.0
-# Where the runner can write files (its private in-memory folders).
-WRITABLE = ("/tmp/", "/dev/shm/", "/var/tmp/")
+# Where the runner can write files (its private in-memory folders); `_Files.writable` also asks the
+# file system, since every folder the sandbox lets it write is in memory.
+WRITABLE = ("/tmp/", "/dev/shm/", "/var/tmp/", "/dev/")
+IN_MEMORY_FS = (0x01021994, 0x858458F6)  # tmpfs, ramfs (statfs's f_type)
+# Bracketed mappings that are the kernel's own code pages, not the process's memory.
+KERNEL_PAGES = ("[vdso]", "[vsyscall]", "[vectors]", "[uprobes]")
 
 
 @dataclass
@@ -102,6 +106,20 @@ class _Files:
         self.roots = [f"/proc/{runner}/root"] if runner is not None and os.access(f"/proc/{runner}/root/", os.R_OK) else []
         self.seen: dict[tuple[str, int | None], SymbolTable | None | _Gone] = {}
 
+    def writable(self, hit: Hit) -> bool:
+        """Whether the candidate could have written the file: under its private folders, or on an
+        in-memory file system, which is what every writable place of the sandbox is (its /tmp,
+        /dev/shm, /var/tmp, /dev, the emptied top-level folders) and what nothing it reads from the
+        host is."""
+        if hit.path.startswith(WRITABLE):
+            return True
+        for root in [f"/proc/{hit.pid}/root", *self.roots]:
+            try:
+                return _in_memory(root + hit.path)
+            except OSError:
+                continue
+        return False
+
     def table(self, hit: Hit) -> SymbolTable | None | _Gone:
         key = (hit.path, hit.inode)
         if key not in self.seen:
@@ -122,6 +140,20 @@ class _Files:
                 continue
         # Without a view of the runner's files (its root not readable here), nothing can be told.
         return _GONE if self.roots else None
+
+
+def _in_memory(path: str) -> bool:
+    """Whether `path` lies on a tmpfs or ramfs (the file system types of the sandbox's own folders)."""
+    import ctypes
+
+    class _StatFs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+    buf = _StatFs()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), path)
+    return buf.f_type in IN_MEMORY_FS
 
 
 def _acknowledged(fd: int, timeout: float) -> bool:
@@ -246,17 +278,21 @@ class LibraryWatch:
         """The function a sample landed in; _GONE where its code has no file to read it from."""
         if _hidden(hit.path):
             return _GONE
-        if hit.path.startswith("["):  # [vdso], [vsyscall]: the kernel's own pages
-            return None
+        if hit.path.startswith("["):
+            # The kernel's own pages hold no library; any other bracketed name is anonymous memory the
+            # kernel named for where it lies ([heap], [stack]): a red-team kernel ran a copy of BLAS
+            # from memory it took with sbrk, and its samples all read `[heap]`.
+            return None if hit.path in KERNEL_PAGES else _GONE
         table = files.table(hit)
         if isinstance(table, _Gone) or (table is not None and not len(table.starts)):
             return _GONE  # no file to read, or an ELF file that names none of its functions
         if table is None:
             return None
         symbol = table.symbol_at(hit.file_offset)
-        if symbol is None and hit.path.startswith(WRITABLE):
-            # In a file the candidate could write, code no symbol covers is code no one can name: its
-            # table may have been edited after the file was mapped (sizes cut to 1 byte, say).
+        if not symbol and files.writable(hit):
+            # In a file the candidate could write, code no symbol names is code no one can name: its
+            # tables may have been edited after the file was mapped (sizes cut to 1 byte, the names
+            # zeroed in place).
             return _GONE
         return symbol
 
