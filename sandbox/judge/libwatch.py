@@ -15,6 +15,7 @@ the same gemm symbols.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -105,6 +106,7 @@ class _Files:
     def __init__(self, runner: int | None) -> None:
         self.roots = [f"/proc/{runner}/root"] if runner is not None and os.access(f"/proc/{runner}/root/", os.R_OK) else []
         self.seen: dict[tuple[str, int | None], SymbolTable | None | _Gone] = {}
+        self.in_memory: dict[tuple[str, int | None], bool] = {}  # by file: on an in-memory file system
 
     def writable(self, hit: Hit) -> bool:
         """Whether the candidate could have written the file: under its private folders, or on an
@@ -113,6 +115,12 @@ class _Files:
         host is."""
         if hit.path.startswith(WRITABLE):
             return True
+        key = (hit.path, hit.inode)
+        if key not in self.in_memory:
+            self.in_memory[key] = self._on_memory_fs(hit)
+        return self.in_memory[key]
+
+    def _on_memory_fs(self, hit: Hit) -> bool:
         for root in [f"/proc/{hit.pid}/root", *self.roots]:
             try:
                 return _in_memory(root + hit.path)
@@ -142,13 +150,14 @@ class _Files:
         return _GONE if self.roots else None
 
 
+class _StatFs(ctypes.Structure):
+    """struct statfs, as far as its first field (os.statvfs leaves the file system's type out)."""
+
+    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+
 def _in_memory(path: str) -> bool:
     """Whether `path` lies on a tmpfs or ramfs (the file system types of the sandbox's own folders)."""
-    import ctypes
-
-    class _StatFs(ctypes.Structure):
-        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
-
     buf = _StatFs()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
@@ -226,6 +235,7 @@ class LibraryWatch:
                 self.discard()
                 self.error = f"perf did not confirm within {ATTACH_TIMEOUT_S:g} s that it was sampling"
         except OSError as exc:
+            self.discard()
             self.error = f"perf could not start: {exc}"
         finally:
             os.close(control_read)

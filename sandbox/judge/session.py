@@ -207,12 +207,12 @@ class RunnerSession:
             request["recipe"] = recipe
         else:
             request.update(data=data, out=out_region)
-        self.quiesce()
+        self.quiesce()  # before the clock starts: the judge's own queued device work is not the call's
         now_cpu = self.cpu_seconds()
         if self._answered_cpu is not None and now_cpu is not None:
             self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
         started = time.perf_counter_ns()
-        self._send(request)
+        self._send(request, quiet=True)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         self._answered_cpu = self.answer_cpu
@@ -228,12 +228,12 @@ class RunnerSession:
         tensor of `out_bytes` bytes."""
         request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes,
                    "out_path": out_path}
-        self.quiesce()
+        self.quiesce()  # before the clock starts: the judge's own queued device work is not the call's
         now_cpu = self.cpu_seconds()
         if self._answered_cpu is not None and now_cpu is not None:
             self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
         started = time.perf_counter_ns()
-        self._send(request)
+        self._send(request, quiet=True)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         self._answered_cpu = self.answer_cpu
@@ -313,10 +313,7 @@ class RunnerSession:
         figure alone would miss work handed to another process."""
         if self.host_pid is None:
             return None
-        used = self.account.used_s() if self.account is not None else None
-        # The control group's figure needs no walk of the process tree (on a GPU host with many
-        # threads per process that walk cost a second per evaluation).
-        return used if used is not None else procs.cpu_seconds(self._sandbox_pids())
+        return self._used()
 
     def stopped_cpu_seconds(self, wait_s: float = 0.02) -> float | None:
         """The sandbox's CPU time once every thread of it has stopped, waiting at most `wait_s`: a stop
@@ -336,12 +333,16 @@ class RunnerSession:
         pending = max(0.0, now - answered) if now is not None and answered is not None else 0.0
         return self.idle_cpu_s + pending
 
-    def _used(self, pids: list[int]) -> float:
+    def _used(self, pids: list[int] | None = None) -> float:
         """CPU seconds of the sandbox: its control group's, which every task that ever ran there was
-        charged to; where there is none, these processes' from /proc (a child reaped automatically
-        takes its time with it there)."""
+        charged to; where there is none, these processes' (default: the sandbox's, walked now) from
+        /proc (a child reaped automatically takes its time with it there). The control group's figure
+        needs no walk of the process tree: on a GPU host with many threads a process, the walk cost a
+        second an evaluation."""
         used = self.account.used_s() if self.account is not None else None
-        return used if used is not None else procs.cpu_seconds(pids)
+        if used is not None:
+            return used
+        return procs.cpu_seconds(self._sandbox_pids() if pids is None else pids)
 
     def _sandbox_pids(self) -> list[int]:
         """Every process of the runner's sandbox, parents first (`cpu_seconds`)."""
@@ -392,17 +393,18 @@ class RunnerSession:
 
     def quiesce(self) -> None:
         """With the arena in device memory: the judge's copies into it (and out of it) are finished
-        before the runner is asked to read or overwrite it. Called before a batch's clock starts too,
-        so that the judge's own queued work is not on the round trip."""
+        before the runner is asked to read or overwrite it."""
         if self.arena is not None and self.arena.on_device:
             import torch
 
             torch.cuda.synchronize()
 
-    def _send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    def _send(self, message: dict[str, Any], fds: list[int] | None = None, quiet: bool = False) -> None:
+        """`quiet`: the caller has quiesced the device already (before its clock started)."""
         if message.get("op") != "batch":  # the runner has work of the judge's to do: not idle
             self._answered_cpu = None
-        self.quiesce()
+        if not quiet:
+            self.quiesce()
         self._thaw()
         try:
             protocol.send(self.sock, message, fds=fds)
