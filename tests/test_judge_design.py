@@ -526,3 +526,33 @@ def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
              "echo x > /dev/null && echo null-ok")
     seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout.split()
     assert seen == ["shm-ok", "null-ok"], seen
+
+
+I386_KEYCTL = r"""
+long key_i386(void) {
+  long ret;  /* keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING) through the i386 ABI */
+  __asm__ volatile ("int $0x80" : "=a"(ret) : "a"(288), "b"(0), "c"(-3), "d"(0) : "memory");
+  return ret;
+}
+"""
+
+
+def test_the_key_calls_are_refused_through_the_other_abi_too(tmp_path: Path) -> None:
+    # Native code can enter the kernel through i386's `int 0x80`, where keyctl has another number
+    # (288): the filter checks that architecture as well (it answered before the filter, here).
+    import shutil
+
+    if platform.machine() != "x86_64" or shutil.which("gcc") is None:
+        pytest.skip("an x86-64 host with gcc")
+    lib = tmp_path / "i386key.so"
+    (tmp_path / "k.c").write_text(I386_KEYCTL)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.c")], check=True)
+    probe = (
+        "import ctypes, sys\n"
+        "from sandbox.runner import seccomp\n"
+        "lib = ctypes.CDLL(sys.argv[1]); lib.key_i386.restype = ctypes.c_long\n"
+        "print(seccomp.install())\n"
+        "print('i386', lib.key_i386())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(lib)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert "key calls refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr
