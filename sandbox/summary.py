@@ -160,12 +160,6 @@ def difference(lo: float, hi: float) -> str:
     return "no measurable difference"
 
 
-def settled_either_way(lo: float, hi: float) -> bool:
-    """Whether more rounds could still change what the interval says: not once it clears the noise
-    floor on either side, nor once it lies wholly inside it (no measurable difference, for sure)."""
-    return lo > 1 + NOISE_FLOOR or hi < 1 / (1 + NOISE_FLOOR) or (lo >= 1 / (1 + NOISE_FLOOR) and hi <= 1 + NOISE_FLOOR)
-
-
 def summarise_benchmarks(benchmarks: list[dict[str, Any]]) -> dict[str, Any]:
     """Geomean time with its interval, the reference's geomean, the speed-up, % of speed of light,
     and (when the shapes were timed side by side with a base) the geomean paired speed-up."""

@@ -210,30 +210,3 @@ def test_a_kernel_that_burns_the_cpu_after_its_calls_does_not_look_faster_than_i
         return
     assert verdict.status is Status.ok, verdict.message
     assert verdict.summary.paired is not None and verdict.summary.paired.difference != "faster", verdict.summary.paired
-
-
-def test_an_interval_is_settled_once_it_clears_the_floor_or_lies_inside_it() -> None:
-    from sandbox.summary import NOISE_FLOOR, settled_either_way
-
-    assert settled_either_way(1.05, 1.20)  # faster
-    assert settled_either_way(0.80, 0.95)  # slower
-    assert settled_either_way(1 / (1 + NOISE_FLOOR), 1 + NOISE_FLOOR)  # inside the floor: no difference, for sure
-    assert not settled_either_way(0.99, 1.15)  # straddles the floor: more rounds could decide
-    assert not settled_either_way(0.90, 1.01)
-
-
-def test_a_busy_host_buys_more_rounds_only_while_the_interval_is_undecided() -> None:
-    from types import SimpleNamespace
-
-    from sandbox.judge import timed
-    from sandbox.timing import TimingPolicy
-
-    policy = TimingPolicy(budget_s=1.0)
-    straddling = [1.12, 0.97, 1.15, 0.99, 1.10, 1.02, 1.14, 0.96] * 2
-    clear = [1.10, 1.11, 1.09, 1.10] * 4
-    busy, idle = SimpleNamespace(other_share=lambda: 0.5), SimpleNamespace(other_share=lambda: 0.01)
-    assert timed._worth_more_rounds(straddling, busy, 1.5, policy, None)  # type: ignore[arg-type]
-    assert not timed._worth_more_rounds(straddling, idle, 1.5, policy, None)  # type: ignore[arg-type]
-    assert not timed._worth_more_rounds(clear, busy, 1.5, policy, None)  # type: ignore[arg-type]
-    assert not timed._worth_more_rounds(straddling, busy, timed.PAIRED_BUDGET_CAP * 1.0 + 0.1, policy, None)  # type: ignore[arg-type]
-    assert not timed._worth_more_rounds(straddling, busy, 1.5, policy, "the base failed")  # type: ignore[arg-type]

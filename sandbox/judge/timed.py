@@ -527,8 +527,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         series = first.samples if base_failed else ratios
         elapsed = time.perf_counter() - started
         rounds_enough = base_failed or len(ratios) >= MIN_PAIRED_ROUNDS or elapsed > PAIRED_BUDGET_CAP * policy.budget_s
-        if series and rounds_enough and _enough(series, calls, policy, elapsed) and all(t.settled() for t in live) \
-                and not _worth_more_rounds(ratios, load, elapsed, policy, base_failed):
+        if series and rounds_enough and _enough(series, calls, policy, elapsed) and all(t.settled() for t in live):
             break
     other = load.other_share()
     busy = other is not None and other > BUSY_HOST_SHARE
@@ -546,23 +545,6 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     if base_failed:
         paired |= {"ratio": None, "ratio_ci": None, "difference": "not measured", "error": base_failed[:500]}
     return {"candidate": first.result(), "paired": paired}
-
-
-def _worth_more_rounds(ratios: list[float], load: HostLoad, elapsed: float, policy: TimingPolicy,
-                       base_failed: str | None) -> bool:
-    """On a busy host the paired interval is widened to the disagreement between blocks of rounds, and
-    a 10% difference was called "no measurable difference" in 5 of 8 trials beside one busy process
-    per core: while the interval still straddles the noise floor, more rounds can decide it, up to
-    `PAIRED_BUDGET_CAP` times the budget. An idle host, or an interval that has decided, stops as before."""
-    from sandbox.summary import paired_summary, settled_either_way
-
-    if base_failed or not ratios or elapsed > PAIRED_BUDGET_CAP * policy.budget_s:
-        return False
-    other = load.other_share()
-    if other is None or other <= BUSY_HOST_SHARE:
-        return False
-    interval = paired_summary(ratios, busy=True)["ratio_ci"]
-    return interval is not None and not settled_either_way(interval[0], interval[1])
 
 
 def _stopped_now(tracks: list[Track]) -> list[tuple[Track, float | None]]:
