@@ -137,6 +137,9 @@ def _worker_env_extra(problem_ref: str, options: EvalOptions) -> dict[str, str]:
             extra["CUDA_VISIBLE_DEVICES"] = ""  # builders never touch the GPU
         elif options.gpu is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu)
+            # Indices in PCI order, as nvidia-smi counts them: the runner's sandbox then gets that
+            # GPU's device node alone (sandbox/judge/isolation.py `gpu_nodes`).
+            extra["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if options.target == "hip" and "CUDA_VISIBLE_DEVICES" in extra:
             extra["HIP_VISIBLE_DEVICES"] = extra["CUDA_VISIBLE_DEVICES"]
     else:
@@ -236,6 +239,7 @@ def evaluate(
         "limits": {"build": options.limits.build, "check": options.limits.check, "time": options.limits.time},
         "resident_inputs": options.resident_inputs,
         "paired_with": str(Path(options.paired_with).resolve()) if options.paired_with else None,
+        "memory_limit_mb": options.memory_limit_mb,  # the runner's own memory group, where the host allows one
     }
     env = scrubbed_env(extra)
     worker = _STANDBY.take(env) or _Worker.spawn(env)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox.judge import procs
-from sandbox.judge.cgroups import CpuAccount
+from sandbox.judge.cgroups import CpuAccount, MemoryCap
 
 # A parent that lets the kernel reap its children (their CPU time then goes nowhere), and a child that
 # burns 0.4 s of CPU and is gone before anyone looks.
@@ -56,3 +56,41 @@ def test_an_account_starts_empty_and_goes_when_its_tasks_have(account: CpuAccoun
     assert account.used_s() is not None
     account.remove()
     assert not account.path.exists()
+
+
+# Pages in a memfd that no process maps: no resident set holds them, the group they were charged to does.
+_PARKS = """
+import os, sys
+fds = []
+for _ in range(int(sys.argv[1])):
+    fd = os.memfd_create("park")
+    os.posix_fallocate(fd, 0, 64 << 20)
+    fds.append(fd)
+print("parked", flush=True)
+"""
+
+
+@pytest.fixture
+def memory() -> Iterator[MemoryCap]:
+    made = MemoryCap.create(None)
+    if made is None:
+        pytest.skip("no memory group can be made here (not root, or no writable cgroup file system)")
+    yield made
+    made.remove()
+
+
+def test_pages_parked_in_memfds_count_against_the_groups_limit(memory: MemoryCap) -> None:
+    assert memory.limit(128)
+    within = subprocess.run(memory.enter([sys.executable, "-c", _PARKS, "1"]), capture_output=True, text=True, timeout=60)
+    assert within.returncode == 0 and memory.oom_kills() == 0, within.stderr
+    past = subprocess.run(memory.enter([sys.executable, "-c", _PARKS, "4"]), capture_output=True, text=True, timeout=60)
+    assert "parked" not in past.stdout and past.returncode != 0
+    assert memory.oom_kills() >= 1
+    peak = memory.peak_mb()
+    assert peak is None or peak <= 129, peak
+
+
+def test_a_memory_group_goes_when_its_tasks_have(memory: MemoryCap) -> None:
+    subprocess.run(memory.enter(["true"]), check=True)
+    memory.remove()
+    assert not memory.path.exists()

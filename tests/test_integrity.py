@@ -34,6 +34,20 @@ def test_unbounded_memory_is_stopped_at_the_limit() -> None:
 
 
 @pytest.mark.slow
+def test_memory_parked_in_files_no_process_maps_is_stopped_at_the_limit() -> None:
+    from sandbox.judge.cgroups import MemoryCap
+
+    probe = MemoryCap.create(None)
+    if probe is None:
+        pytest.skip("no memory group can be made here: the limit counts resident pages only (docs/INTEGRITY.md)")
+    probe.remove()
+    verdict = evaluate("vector_add", ADV / "rt_memory_memfd_park.py", _options("cpu", "check", memory_limit_mb=1500))
+    assert verdict.status == Status.resource_limit, (verdict.status, verdict.message)
+    assert "1500 MB limit" in verdict.message and "memory group" in verdict.message
+    assert "capped at 1500 MB" in verdict.integrity.protections["memory"]
+
+
+@pytest.mark.slow
 def test_a_good_candidate_after_a_memory_hog() -> None:
     evaluate("vector_add", ADV / "unbounded_memory.py", _options("cpu", "check", memory_limit_mb=1500))
     seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"

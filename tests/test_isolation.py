@@ -68,3 +68,76 @@ def test_sandbox_never_imports_langchain_or_langgraph() -> None:
     for path in (ROOT / "sandbox").rglob("*.py"):
         text = path.read_text()
         assert "langchain" not in text and "langgraph" not in text, path
+
+
+def _fake_driver(tmp_path: Path, minors: dict[str, int]) -> tuple[Path, Path]:
+    """A /dev with NVIDIA's nodes (plain files stand in for them) and the driver's GPU list, one
+    folder per PCI address holding its `information`."""
+    dev, gpus = tmp_path / "dev", tmp_path / "gpus"
+    dev.mkdir()
+    (dev / "nvidia-caps").mkdir()
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", *(f"nvidia{m}" for m in minors.values())):
+        (dev / name).touch()
+    for address, minor in minors.items():
+        (gpus / address).mkdir(parents=True)
+        (gpus / address / "information").write_text(f"Model: H100\nIRQ: 1\nDevice Minor: {minor}\nBus Type: PCIe\n")
+    return dev, gpus
+
+
+def test_a_gpu_runner_is_given_its_own_gpus_node_and_the_shared_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge import isolation
+
+    # Minor numbers need not follow PCI order: index 0 is the lowest address, whose node is nvidia1.
+    dev, gpus = _fake_driver(tmp_path, {"0000:3b:00.0": 0, "0000:1a:00.0": 1})
+    monkeypatch.setattr(isolation, "_DEV", dev)
+    monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
+    nodes, said = isolation.gpu_nodes("0")
+    names = sorted(Path(n).name for n in nodes)
+    assert names == ["nvidia-caps", "nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
+    assert said == f"its own GPU's device node only ({dev / 'nvidia1'})"
+    assert "nvidia0" in str(isolation.gpu_nodes("1")[0]) and "nvidia1" not in " ".join(isolation.gpu_nodes("1")[0])
+    assert sorted(Path(n).name for n in isolation.gpu_nodes("0,1")[0]).count("nvidia0") == 1
+
+
+@pytest.mark.parametrize("visible, information", [
+    ("GPU-5c1d2e3f", "Device Minor: 0\n"),  # named by UUID: no index to look up
+    ("MIG-1234", "Device Minor: 0\n"),
+    ("2", "Device Minor: 0\n"),  # an index past the driver's list
+    ("0", "Model: H100\n"),  # a list without minor numbers
+    (None, "Device Minor: 0\n"),
+])
+def test_where_the_gpu_cannot_be_told_apart_every_node_is_bound_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str | None, information: str
+) -> None:
+    from sandbox.judge import isolation
+
+    dev, gpus = _fake_driver(tmp_path, {"0000:1a:00.0": 0, "0000:3b:00.0": 1})
+    (gpus / "0000:1a:00.0" / "information").write_text(information)
+    monkeypatch.setattr(isolation, "_DEV", dev)
+    monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
+    nodes, said = isolation.gpu_nodes(visible)
+    assert {"nvidia0", "nvidia1", "nvidiactl"} <= {Path(n).name for n in nodes}
+    assert said == "every GPU's device nodes"
+
+
+def test_a_minor_number_whose_node_is_missing_binds_every_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge import isolation
+
+    dev, gpus = _fake_driver(tmp_path, {"0000:1a:00.0": 0})
+    (gpus / "0000:1a:00.0" / "information").write_text("Device Minor: 5\n")  # no /dev/nvidia5 in this view
+    monkeypatch.setattr(isolation, "_DEV", dev)
+    monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
+    assert isolation.gpu_nodes("0")[1] == "every GPU's device nodes"
+
+
+def test_the_runners_sandbox_binds_only_the_nodes_its_gpu_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge import isolation
+
+    if not isolation.probe().available:
+        pytest.skip("no bubblewrap here")
+    dev, gpus = _fake_driver(tmp_path, {"0000:1a:00.0": 0, "0000:3b:00.0": 1})
+    monkeypatch.setattr(isolation, "_DEV", dev)
+    monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
+    args = isolation.command(["true"], env={"CUDA_VISIBLE_DEVICES": "1"}, readable=[], hidden=[], gpu=True)
+    bound = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
+    assert str(dev / "nvidia1") in bound and str(dev / "nvidia0") not in bound and str(dev / "nvidiactl") in bound

@@ -1,4 +1,4 @@
-"""A control group per runner, for its CPU time: every task that was ever in it counts.
+"""A control group per runner, for its CPU time and its memory: every task that was ever in it counts.
 
 Reading each process of a runner's sandbox from /proc misses work that ends before the next read
 and whose time nobody inherits: a child the kernel reaps automatically (SIGCHLD ignored) takes its
@@ -6,7 +6,13 @@ CPU time with it, and a red-team kernel hid a child's memory population, which r
 SIGSTOP inside its system call, that way. A control group's CPU accounting is charged as the work
 runs, whoever reaps whom, kernel time included. Where the judge may create one (root with a
 writable cgroup file system: cgroup v1's cpuacct, or cgroup v2), each runner starts inside its
-own; elsewhere the session reads /proc as before (sandbox/judge/procs.py). Standard library only.
+own; elsewhere the session reads /proc as before (sandbox/judge/procs.py).
+
+Memory likewise: the evaluator's limit counts the resident pages of the worker's processes, and pages
+a runner keeps in files in memory that it does not map (memfds, its private /tmp) belong to no
+process; a red-team kernel parked 5 GB in memfds under a 2 GB limit. The kernel charges every page
+to the group of the task that faulted it in, files in memory included, so a runner's memory group
+(`MemoryCap`) holds its limit against them all. Standard library only.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _ROOTS = {"v1": Path("/sys/fs/cgroup/cpuacct"), "v2": Path("/sys/fs/cgroup")}
+_MEMORY_V1 = Path("/sys/fs/cgroup/memory")
 _COUNTER = itertools.count()
 
 
@@ -36,7 +43,7 @@ class CpuAccount:
             return None
         for kind, root in _ROOTS.items():
             usage = "cpuacct.usage" if kind == "v1" else "cpu.stat"
-            parent = root / _own_group(kind).lstrip("/")
+            parent = root / _own_group(kind, "cpuacct").lstrip("/")
             if not (parent / usage).is_file() and not (kind == "v2" and (parent / "cgroup.procs").is_file()):
                 continue
             _remove_stale(parent)
@@ -53,10 +60,7 @@ class CpuAccount:
         return None
 
     def enter(self, command: list[str]) -> list[str]:
-        """`command`, started from inside the group: the shell puts itself in, then becomes it, so that
-        every process the command starts is born there (nothing runs outside it first)."""
-        procs = shlex.quote(str(self.path / "cgroup.procs"))
-        return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "ks-runner", *command]
+        return _enter(self.path, command)
 
     def used_s(self) -> float | None:
         """CPU seconds every task of the group has used since it was made, live or gone."""
@@ -72,19 +76,95 @@ class CpuAccount:
         return None
 
     def remove(self, wait_s: float = 2.0) -> None:
-        """The group goes once its tasks, killed by the caller, have left it (their exit is not
-        instant); one still busy after `wait_s` is left for `_remove_stale` to take later."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                self.path.rmdir()
+        _remove(self.path, wait_s)
+
+
+@dataclass
+class MemoryCap:
+    """One runner's memory group: a hard limit over every page charged to it, the pages of files it
+    keeps in memory included. Past the limit the kernel kills a task of the group, which the judge
+    reads back (`oom_kills`) and reports as the memory limit, not as a crash."""
+
+    kind: str  # "v1" (the memory controller's own hierarchy) or "v2" (the CPU account's group)
+    path: Path
+    owned: bool = True  # False where the group is the CPU account's (v2), which removes it
+
+    @classmethod
+    def create(cls, cpu: CpuAccount | None) -> MemoryCap | None:
+        """A group for the runner's memory, or None where the host lets the judge make none."""
+        if os.environ.get("KS_CGROUPS") == "off":
+            return None
+        if cpu is not None and cpu.kind == "v2":
+            return cls("v2", cpu.path, owned=False) if (cpu.path / "memory.max").is_file() else None
+        parent = _MEMORY_V1 / _own_group("v1", "memory").lstrip("/")
+        if not (parent / "memory.limit_in_bytes").is_file():
+            return None
+        _remove_stale(parent)
+        path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        return cls("v1", path)
+
+    def enter(self, command: list[str]) -> list[str]:
+        return _enter(self.path, command) if self.owned else command
+
+    def limit(self, megabytes: int) -> bool:
+        """Cap the group at `megabytes`; False where the host refuses."""
+        name = "memory.limit_in_bytes" if self.kind == "v1" else "memory.max"
+        try:
+            (self.path / name).write_text(str(int(megabytes) << 20))
+        except OSError:
+            return False
+        return True
+
+    def oom_kills(self) -> int:
+        """Tasks of the group the kernel killed for its limit (0 where the count cannot be read)."""
+        name = "memory.oom_control" if self.kind == "v1" else "memory.events"
+        try:
+            for line in (self.path / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def peak_mb(self) -> float | None:
+        """The most the group held at once, in MiB, where the host keeps that figure."""
+        name = "memory.max_usage_in_bytes" if self.kind == "v1" else "memory.peak"
+        try:
+            return int((self.path / name).read_text()) / (1 << 20)
+        except (OSError, ValueError):
+            return None
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        if self.owned:
+            _remove(self.path, wait_s)
+
+
+def _enter(group: Path, command: list[str]) -> list[str]:
+    """`command`, started from inside `group`: the shell puts itself in, then becomes it, so that every
+    process the command starts is born there (nothing runs outside it first)."""
+    procs = shlex.quote(str(group / "cgroup.procs"))
+    return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "ks-runner", *command]
+
+
+def _remove(group: Path, wait_s: float) -> None:
+    """The group goes once its tasks, killed by the caller, have left it (their exit is not instant);
+    one still busy after `wait_s` is left for `_remove_stale` to take later."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
                 return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.02)
+            time.sleep(0.02)
 
 
 def _remove_stale(parent: Path) -> None:
@@ -102,14 +182,15 @@ def _remove_stale(parent: Path) -> None:
             continue
 
 
-def _own_group(kind: str) -> str:
-    """This process's group in the hierarchy (`/` in a container that shows only its own)."""
+def _own_group(kind: str, controller: str) -> str:
+    """This process's group in the hierarchy of `controller` (v1) or the unified one (v2); `/` in a
+    container that shows only its own."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return "/"
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if (kind == "v2" and controllers == "") or (kind == "v1" and "cpuacct" in controllers.split(",")):
+        if (kind == "v2" and controllers == "") or (kind == "v1" and controller in controllers.split(",")):
             return path or "/"
     return "/"

@@ -7,6 +7,7 @@ and a runner that does not answer in time is killed and the phase named.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -105,6 +106,7 @@ class Evaluation:
             what = "the runner broke the protocol" if exc.rule == "protocol" else "the runner's figures cannot be true"
             self.result.update(status="rejected", message=f"{what}: {str(exc)[:300]}")
         finally:
+            self._memory_verdict()
             self._close()
         now = time.perf_counter()
         if self.phase_name:
@@ -115,6 +117,19 @@ class Evaluation:
         if self.session is not None and "protections" in self.result["integrity"]:
             self.result["integrity"]["protections"]["system_calls"] = self.session.system_calls
         return self.result
+
+    def _memory_verdict(self) -> None:
+        """A runner the kernel stopped at its memory group's limit: the memory limit, whatever the
+        runner's death looked like from here (a crash, a closed channel, a failed call)."""
+        sessions = [self.session, self.base_judge.session if self.base_judge is not None else None]
+        for session in (s for s in sessions if s is not None):
+            if session.memory_exceeded():
+                self.result.update(
+                    status="resource_limit",
+                    message=f"memory use reached the {session.memory_limit_mb} MB limit during the {self.phase_name} "
+                            f"phase{self._on_shape()} (the runner's memory group: pages it keeps in files in memory count "
+                            "too); the candidate was stopped")
+                return
 
     def _on_shape(self) -> str:
         return f" (shape {self.shape})" if self.shape and self.phase_name in ("check", "time") else ""
@@ -152,6 +167,9 @@ class Evaluation:
         findings = integrity.scan_source(submission.read_text(errors="replace"), policy)
         self.result["integrity"]["findings"] = [f.to_dict() for f in findings]
         self.result["integrity"]["protections"] = {"runner": isolation.probe().describe()}
+        if self.target != "cpu" and isolation.probe().available:
+            self.result["integrity"]["protections"]["devices"] = isolation.gpu_nodes(
+                os.environ.get("CUDA_VISIBLE_DEVICES"))[1]
         syntax = [f for f in findings if f.rule == "syntax"]
         if syntax:
             self.finish("runtime_error", f"importing the submission failed: line {syntax[0].line}: {syntax[0].reason}")
@@ -163,6 +181,10 @@ class Evaluation:
                 runner.close()
             runner = self.start_runner(problem_dir(problem), device != "cpu")
         self.session = runner
+        memory = self.request.get("memory_limit_mb")
+        self.result["integrity"]["protections"]["memory"] = (
+            f"the runner's memory group, capped at {memory} MB: every page it faults in counts, files in memory too"
+            if runner.cap_memory(memory) else "resident pages of the worker's processes only (no memory group here)")
         self.judge = Judge(problem=problem, device=device, session=runner, policy=policy, threads=threads,
                            resident_inputs=self.request.get("resident_inputs"))
         self.judge.deadline = time.monotonic() + float(self.limits["build"])
@@ -171,6 +193,7 @@ class Evaluation:
             self.base_judge = Judge(problem=problem, device=device, policy=policy, threads=threads,
                                     session=self.start_runner(problem_dir(problem), device != "cpu"),
                                     resident_inputs=self.request.get("resident_inputs"))
+            self.base_judge.session.cap_memory(memory)
             self.base_judge.deadline = self.judge.deadline
             self.base_judge._ensure(1 << 20)
         calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}

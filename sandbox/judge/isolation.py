@@ -14,13 +14,19 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 # Devices a GPU runner needs: NVIDIA's control and UVM nodes, AMD's KFD and render nodes.
-_GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+_DEV = Path("/dev")
+_GPU_DEVICES = ("nvidia*", "nvidia-caps", "kfd", "dri")
+# A GPU's own NVIDIA node is /dev/nvidiaN, N its minor number, which the driver lists per PCI
+# address under `_NVIDIA_GPUS`; the other nodes (control, UVM, capabilities) serve every GPU.
+_NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+_NVIDIA_GPU_NODE = re.compile(r"nvidia\d+")
 # Where a host keeps what is nobody else's: home folders (keys, tokens, LLM configurations) and
 # the password hashes. The runner's user maps to the judge's outside the namespace (often root),
 # so a read-only view of the system would show it all: these are emptied, and what the runner
@@ -101,9 +107,8 @@ def command(
         return inner
     args = [*_sandbox(found), "--unshare-cgroup-try", "--chdir", "/tmp", "--clearenv"]
     if gpu:
-        for pattern in _GPU_DEVICES:
-            for node in sorted(glob.glob(pattern)):
-                args += ["--dev-bind", node, node]
+        for node in gpu_nodes(env.get("CUDA_VISIBLE_DEVICES"))[0]:
+            args += ["--dev-bind", node, node]
     args += _bound_back(readable)
     for secret in hidden:
         if secret.exists():
@@ -122,6 +127,42 @@ def command(
 
 
 _KEY_LISTINGS = ("/proc/keys", "/proc/key-users")
+
+
+def gpu_nodes(visible: str | None) -> tuple[list[str], str]:
+    """The device nodes a runner of the GPUs `visible` (CUDA_VISIBLE_DEVICES, indices in PCI order:
+    the evaluator sets CUDA_DEVICE_ORDER) may open, and how far that confines it.
+
+    A runner that saw every GPU's node could start a process of its own on another GPU and run
+    work there, beside another candidate's timing. With only its GPU's node, the driver has no
+    way to reach another: the sandbox's /dev is read-only and no capability is left to make a node.
+    Where the GPUs cannot be told apart by their nodes (AMD's one KFD node, a GPU named by UUID or
+    MIG instance, a driver that lists no PCI addresses), every node is bound and the answer says so."""
+    every = sorted({node for pattern in _GPU_DEVICES for node in glob.glob(str(_DEV / pattern))})
+    own = _nvidia_nodes(visible)
+    if own is None or not set(own) <= set(every):
+        return every, "every GPU's device nodes"
+    shared = [node for node in every if not _NVIDIA_GPU_NODE.fullmatch(Path(node).name)]
+    return sorted({*shared, *own}), f"its own GPU's device node only ({', '.join(own)})"
+
+
+def _nvidia_nodes(visible: str | None) -> list[str] | None:
+    """/dev/nvidiaN for each index of `visible`, from the driver's list of GPUs in PCI order; None
+    where that cannot be read or an entry is not a plain index."""
+    if not visible or not all(part.strip().isdigit() for part in visible.split(",")):
+        return None
+    try:
+        listed = sorted(_NVIDIA_GPUS.iterdir())
+        nodes = []
+        for index in (int(part) for part in visible.split(",")):
+            text = (listed[index] / "information").read_text()
+            minor = re.search(r"^Device Minor:\s*(\d+)", text, re.MULTILINE)
+            if minor is None:
+                return None
+            nodes.append(str(_DEV / f"nvidia{minor.group(1)}"))
+    except (OSError, IndexError):
+        return None
+    return nodes
 
 
 @functools.cache

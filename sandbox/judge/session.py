@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import native
 from sandbox.judge import isolation, procs
-from sandbox.judge.cgroups import CpuAccount
+from sandbox.judge.cgroups import CpuAccount, MemoryCap
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
@@ -42,7 +42,8 @@ _BOOTSTRAP = (
 _RUNNER_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH",
                "HIP_PLATFORM", "CXX", "CC", "NVCC", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
                "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH",
-               "HSA_OVERRIDE_GFX_VERSION", "KS_CUDA_ARCH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+               "HSA_OVERRIDE_GFX_VERSION", "KS_CUDA_ARCH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+               "CUDA_DEVICE_ORDER")
 
 
 class RunnerGone(RuntimeError):
@@ -134,8 +135,11 @@ class RunnerSession:
         # Its own control group where the host lets the judge make one: every task of the sandbox is
         # charged there as it runs, whoever reaps it (`cpu_seconds`).
         self.account = CpuAccount.create()
-        if self.account is not None:
-            command = self.account.enter(command)
+        self.memory = MemoryCap.create(self.account)
+        for group in (self.memory, self.account):
+            if group is not None:
+                command = group.enter(command)
+        self.memory_limit_mb: int | None = None
         with open(log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -470,6 +474,20 @@ class RunnerSession:
             log.warning("runner %s did not exit", self.proc.pid)
         if self.account is not None:
             self.account.remove()
+        if self.memory is not None:
+            self.memory.remove()
+
+    def cap_memory(self, megabytes: int | None) -> bool:
+        """Hold the runner's memory group to `megabytes`: every page it faults in counts, those of files
+        it keeps in memory too. False where the host gives the runner no memory group."""
+        if not megabytes or self.memory is None or not self.memory.limit(megabytes):
+            return False
+        self.memory_limit_mb = int(megabytes)
+        return True
+
+    def memory_exceeded(self) -> bool:
+        """Whether the kernel killed a task of the runner for its memory group's limit."""
+        return self.memory_limit_mb is not None and self.memory is not None and self.memory.oom_kills() > 0
 
 
 def _within_round_trip(calls: list[Call], rtt: float) -> None:
