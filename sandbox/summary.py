@@ -143,12 +143,21 @@ def paired_summary(ratios: list[float], busy: bool = False) -> dict[str, Any]:
         return {"ratio": None, "ratio_ci": None, "ratios": len(ratios), "difference": "not measured"}
     logs = [math.log(r) for r in finite]
     centre, lo, hi = shift_interval(logs)
+    undecided = busy and len(logs) < 2 * BUSY_BLOCKS
     if busy:
         block_lo, block_hi = block_interval(logs)
         lo, hi = min(lo, block_lo), max(hi, block_hi)
-    return {"ratio": math.exp(centre), "ratio_ci": [math.exp(lo), math.exp(hi)], "ratios": len(finite),
-            "difference": difference(math.exp(lo), math.exp(hi)), "busy_host": busy,
-            "round_ratios": [round(r, 4) for r in finite[:MAX_KEPT_ROUNDS]]}
+    if undecided:
+        # Too few rounds to tell a burst of load that favoured one kernel from a difference (a busy
+        # host whose rounds are long reaches the paired cap after 5-7 of them): the interval spans
+        # the noise floor both ways, so neither this shape nor a geomean leaning on it decides.
+        lo, hi = min(lo, -math.log1p(NOISE_FLOOR)), max(hi, math.log1p(NOISE_FLOOR))
+    summary = {"ratio": math.exp(centre), "ratio_ci": [math.exp(lo), math.exp(hi)], "ratios": len(finite),
+               "difference": difference(math.exp(lo), math.exp(hi)), "busy_host": busy,
+               "round_ratios": [round(r, 4) for r in finite[:MAX_KEPT_ROUNDS]]}
+    if undecided:
+        summary["undecided"] = f"busy host: {len(logs)} rounds, {2 * BUSY_BLOCKS} needed to tell bursts of load from a difference"
+    return summary
 
 
 def difference(lo: float, hi: float) -> str:

@@ -96,6 +96,7 @@ class PairedShape(BaseModel):
     round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate, in order
     busy_host: bool = False  # other work took a fifth of the host's cores or more: the interval is wider
     other_load: float | None = None  # that work's share of the host's cores while the pair was timed
+    undecided: str | None = None  # why the interval was widened past the noise floor (busy host, too few rounds)
 
 
 class PairedSummary(BaseModel):

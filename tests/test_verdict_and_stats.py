@@ -224,6 +224,19 @@ def test_on_a_busy_host_a_burst_that_favoured_one_kernel_is_no_difference() -> N
     assert paired_summary(steady, busy=True)["difference"] == "faster"
 
 
+def test_on_a_busy_host_too_few_rounds_decide_nothing() -> None:
+    from sandbox.summary import BUSY_BLOCKS, paired_summary
+
+    # Six tight rounds, all 12% one way: decided on a quiet host; on a busy one they could be one burst.
+    few = [1.12, 1.13, 1.11, 1.12, 1.14, 1.12]
+    assert paired_summary(few)["difference"] == "faster" and "undecided" not in paired_summary(few)
+    busy = paired_summary(few, busy=True)
+    assert busy["difference"] == "no measurable difference" and "6 rounds" in busy["undecided"]
+    assert busy["ratio_ci"][0] < 1 < busy["ratio_ci"][1] and busy["ratio"] == paired_summary(few)["ratio"]
+    enough = paired_summary(few + few[:2 * BUSY_BLOCKS - len(few)], busy=True)  # as many rounds as blocks need
+    assert enough["difference"] == "faster" and "undecided" not in enough
+
+
 def test_other_work_on_the_host_is_its_busy_time_less_the_evaluations_own() -> None:
     import multiprocessing
     import os
