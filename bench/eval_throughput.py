@@ -164,12 +164,14 @@ def main() -> None:
                         (wall * slots - details["evaluation_s_sum"]) / len(files), 3
                     )
                     results.append(row)
+                    # Saved after every pass: a run cut short (a device call's limit) keeps what it measured.
+                    save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
                     print(
                         f"{backend} {gpus}: {wall:.1f} s, {row['per_minute']:.1f} evaluations/min, "
                         f"ok {statuses.count('ok')}/{len(statuses)} busy {row.get('utilisation')} "
-                        f"overhead/eval {row['overhead_per_evaluation_s']} s {[m[:300] for m in failures]}"
+                        f"overhead/eval {row['overhead_per_evaluation_s']} s {[m[:300] for m in failures]}",
+                        flush=True,
                     )
-    save(f"eval_throughput.{args.target}", {"command": " ".join(sys.argv), "results": results})
 
 
 if __name__ == "__main__":

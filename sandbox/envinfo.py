@@ -111,7 +111,8 @@ def host_state(device: str, own_gpu_processes: int = 2) -> dict[str, Any]:
     `contended` with more runnable work than cores, a load above 1.5 per core, more processes on
     the GPU than the evaluation's own (`own_gpu_processes`: the judge and its runners), or a GPU
     slowed by heat or a hardware limit."""
-    state: dict[str, Any] = {"cores": os.cpu_count(), "pinned_to": sorted(os.sched_getaffinity(0))}
+    state: dict[str, Any] = {"cores": os.cpu_count(), "pinned_to": sorted(os.sched_getaffinity(0)),
+                             "niceness": os.getpriority(os.PRIO_PROCESS, 0)}  # above 0: other work comes first
     try:
         one, five, _fifteen, running, _ = Path("/proc/loadavg").read_text().split(None, 4)
         state.update(load_1m=float(one), load_5m=float(five), runnable=int(running.split("/")[0]))

@@ -264,3 +264,30 @@ def test_a_file_on_an_in_memory_file_system_is_one_the_candidate_could_write(tmp
     if os.path.isdir("/dev/shm") and _in_memory("/dev/shm"):
         assert _Files(None).writable(Hit(pid=os.getpid(), path="/dev/shm/x.so", inode=None, file_offset=0))
     assert _Files(None).writable(Hit(pid=os.getpid(), path="/dev/somewhere/x.so", inode=None, file_offset=0))
+
+
+@pytest.mark.slow
+def test_an_evaluation_started_with_sigint_blocked_still_samples() -> None:
+    # A Ray worker blocks SIGINT, and a blocked signal is inherited across fork and exec: perf, which
+    # the judge stops with SIGINT, ran on for its 30 s grace and its samples were lost ("not sampled").
+    import signal
+    import threading
+
+    from sandbox.evaluator import EvalOptions, evaluate
+
+    if shutil.which("perf") is None:
+        pytest.skip("needs perf")
+    seed = Path(__file__).resolve().parent.parent / "problems" / "vector_add" / "seeds" / "cpu.py"
+    verdicts = []
+
+    def blocked() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread only: the worker inherits it
+        verdicts.append(evaluate("vector_add", seed, EvalOptions(target="cpu", mode="check")))
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    thread.join()
+    verdict = verdicts[0]
+    assert verdict.status.value == "ok", verdict.message
+    assert verdict.integrity.protections["library_use"].startswith("sampled"), verdict.integrity.protections
+    assert verdict.wall_seconds < 25, verdict.wall_seconds

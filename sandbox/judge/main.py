@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -132,6 +133,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m sandbox.judge (REQUEST.json | --standby)", file=sys.stderr)
         return 2
+    # A blocked signal stays blocked across fork and exec: a Ray worker blocks SIGINT, and perf, which
+    # the judge stops with SIGINT, then ran on for its 30 s grace after every evaluation started there.
+    # What the judge starts begins with no signal blocked.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     # Orphans of the runner (a daemon that double-forked) become the judge's children, and die with it.
     try:
         ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
