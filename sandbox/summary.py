@@ -132,31 +132,36 @@ def block_interval(logs: list[float]) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def paired_summary(ratios: list[float], busy: bool = False) -> dict[str, Any]:
+def paired_summary(ratios: list[float], busy: bool = False, busy_rounds: int = 2 * BUSY_BLOCKS) -> dict[str, Any]:
     """A paired speed-up (base time / candidate time per round, in the order timed): its estimate,
     interval, and what it means, with the rounds' own ratios kept so that anyone can re-analyse them.
     `busy`: other work wanted the cores during the rounds, so the interval also covers the
     disagreement between blocks of rounds (`block_interval`), and a burst that favoured one kernel
-    for a while is not taken for a difference."""
+    for a while is not taken for a difference; with fewer than `busy_rounds` rounds nothing is
+    decided. One evaluation asks for more rounds than the blocks need (its rounds share one pair of
+    processes and one stretch of the host's load); rounds pooled from separate verifications, the
+    blocks' two each."""
     finite = [r for r in ratios if math.isfinite(r) and r > 0]
     if not finite:
         return {"ratio": None, "ratio_ci": None, "ratios": len(ratios), "difference": "not measured"}
     logs = [math.log(r) for r in finite]
     centre, lo, hi = shift_interval(logs)
-    undecided = busy and len(logs) < 2 * BUSY_BLOCKS
+    undecided = busy and len(logs) < max(busy_rounds, 2 * BUSY_BLOCKS)
     if busy:
         block_lo, block_hi = block_interval(logs)
         lo, hi = min(lo, block_lo), max(hi, block_hi)
     if undecided:
         # Too few rounds to tell a burst of load that favoured one kernel from a difference (a busy
-        # host whose rounds are long reaches the paired cap after 5-7 of them): the interval spans
-        # the noise floor both ways, so neither this shape nor a geomean leaning on it decides.
+        # host whose rounds are long reaches the paired cap after 4-11 of them, and identical kernels
+        # read 0.90 [0.83-0.98] from 11): the interval spans the noise floor both ways, so neither this
+        # shape nor a geomean leaning on it decides.
         lo, hi = min(lo, -math.log1p(NOISE_FLOOR)), max(hi, math.log1p(NOISE_FLOOR))
     summary = {"ratio": math.exp(centre), "ratio_ci": [math.exp(lo), math.exp(hi)], "ratios": len(finite),
                "difference": difference(math.exp(lo), math.exp(hi)), "busy_host": busy,
                "round_ratios": [round(r, 4) for r in finite[:MAX_KEPT_ROUNDS]]}
     if undecided:
-        summary["undecided"] = f"busy host: {len(logs)} rounds, {2 * BUSY_BLOCKS} needed to tell bursts of load from a difference"
+        summary["undecided"] = (f"busy host: {len(logs)} rounds, {max(busy_rounds, 2 * BUSY_BLOCKS)} needed to tell "
+                                "bursts of load from a difference")
     return summary
 
 

@@ -235,6 +235,9 @@ def test_on_a_busy_host_too_few_rounds_decide_nothing() -> None:
     assert busy["ratio_ci"][0] < 1 < busy["ratio_ci"][1] and busy["ratio"] == paired_summary(few)["ratio"]
     enough = paired_summary(few + few[:2 * BUSY_BLOCKS - len(few)], busy=True)  # as many rounds as blocks need
     assert enough["difference"] == "faster" and "undecided" not in enough
+    # One evaluation's rounds share one stretch of the host's load: it asks for more of them.
+    eleven = paired_summary((few * 2)[:11], busy=True, busy_rounds=16)
+    assert eleven["difference"] == "no measurable difference" and "16 needed" in eleven["undecided"]
 
 
 def test_other_work_on_the_host_is_its_busy_time_less_the_evaluations_own() -> None:

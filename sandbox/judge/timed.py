@@ -531,7 +531,8 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
             break
     other = load.other_share()
     busy = other is not None and other > BUSY_HOST_SHARE
-    paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios, busy=busy)}
+    paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios, busy=busy,
+                                                                 busy_rounds=MIN_PAIRED_ROUNDS)}
     if other is not None:
         paired["other_load"] = round(other, 3)
     if not base_failed:
