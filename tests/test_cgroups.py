@@ -9,19 +9,21 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox.judge import procs
-from sandbox.judge.cgroups import CpuAccount, MemoryCap
+from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 
 # A parent that lets the kernel reap its children (their CPU time then goes nowhere), and a child that
 # burns 0.4 s of CPU and is gone before anyone looks.
 _AUTOREAPED = """
 import os, signal, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-if os.fork() == 0:
+child = os.fork()
+if child == 0:
     end = time.process_time() + 0.4
     while time.process_time() < end:
         pass
     os._exit(0)
-time.sleep(0.8)
+while os.path.exists(f"/proc/{child}"):  # gone, however long a busy host made its 0.4 s take
+    time.sleep(0.05)
 print(os.getpid(), flush=True)
 time.sleep(30)
 """
@@ -70,27 +72,62 @@ print("parked", flush=True)
 """
 
 
-@pytest.fixture
-def memory() -> Iterator[MemoryCap]:
-    made = MemoryCap.create(None)
+def _group(limit_of: object) -> Iterator[LimitGroup]:
+    made = LimitGroup.create(limit_of, None)  # type: ignore[arg-type]
     if made is None:
-        pytest.skip("no memory group can be made here (not root, or no writable cgroup file system)")
+        pytest.skip("no such group can be made here (not root, or no writable cgroup file system)")
     yield made
     made.remove()
 
 
-def test_pages_parked_in_memfds_count_against_the_groups_limit(memory: MemoryCap) -> None:
-    assert memory.limit(128)
+@pytest.fixture
+def memory() -> Iterator[LimitGroup]:
+    yield from _group(MEMORY)
+
+
+@pytest.fixture
+def tasks() -> Iterator[LimitGroup]:
+    yield from _group(TASKS)
+
+
+def test_pages_parked_in_memfds_count_against_the_groups_limit(memory: LimitGroup) -> None:
+    assert memory.cap(128 << 20)
     within = subprocess.run(memory.enter([sys.executable, "-c", _PARKS, "1"]), capture_output=True, text=True, timeout=60)
-    assert within.returncode == 0 and memory.oom_kills() == 0, within.stderr
+    assert within.returncode == 0 and memory.hits() == 0, within.stderr
     past = subprocess.run(memory.enter([sys.executable, "-c", _PARKS, "4"]), capture_output=True, text=True, timeout=60)
     assert "parked" not in past.stdout and past.returncode != 0
-    assert memory.oom_kills() >= 1
-    peak = memory.peak_mb()
-    assert peak is None or peak <= 129, peak
+    assert memory.hits() >= 1
+    peak = memory.peak()
+    assert peak is None or peak <= 129 << 20, peak
 
 
-def test_a_memory_group_goes_when_its_tasks_have(memory: MemoryCap) -> None:
+# Children that wait until their parent is gone: each holds a task of the group while the parent forks on.
+_FORKS = """
+import os, sys, time
+started = 0
+try:
+    for _ in range(int(sys.argv[1])):
+        if os.fork() == 0:
+            time.sleep(1)
+            os._exit(0)
+        started += 1
+except OSError as exc:
+    print("refused after", started, type(exc).__name__, flush=True)
+    sys.exit(3)
+print("started", started, flush=True)
+"""
+
+
+def test_a_fork_bomb_stops_at_the_task_groups_cap(tasks: LimitGroup) -> None:
+    assert tasks.cap(32)
+    within = subprocess.run(tasks.enter([sys.executable, "-c", _FORKS, "8"]), capture_output=True, text=True, timeout=60)
+    assert within.stdout.startswith("started 8") and tasks.hits() == 0, within.stdout + within.stderr
+    past = subprocess.run(tasks.enter([sys.executable, "-c", _FORKS, "200"]), capture_output=True, text=True, timeout=60)
+    assert past.returncode == 3 and "refused after" in past.stdout, past.stdout + past.stderr
+    assert int(past.stdout.split()[2]) < 32 and tasks.hits() >= 1
+
+
+def test_a_memory_group_goes_when_its_tasks_have(memory: LimitGroup) -> None:
     subprocess.run(memory.enter(["true"]), check=True)
     memory.remove()
     assert not memory.path.exists()

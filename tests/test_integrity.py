@@ -35,9 +35,9 @@ def test_unbounded_memory_is_stopped_at_the_limit() -> None:
 
 @pytest.mark.slow
 def test_memory_parked_in_files_no_process_maps_is_stopped_at_the_limit() -> None:
-    from sandbox.judge.cgroups import MemoryCap
+    from sandbox.judge.cgroups import MEMORY, LimitGroup
 
-    probe = MemoryCap.create(None)
+    probe = LimitGroup.create(MEMORY, None)
     if probe is None:
         pytest.skip("no memory group can be made here: the limit counts resident pages only (docs/INTEGRITY.md)")
     probe.remove()
@@ -45,6 +45,19 @@ def test_memory_parked_in_files_no_process_maps_is_stopped_at_the_limit() -> Non
     assert verdict.status == Status.resource_limit, (verdict.status, verdict.message)
     assert "1500 MB limit" in verdict.message and "memory group" in verdict.message
     assert "capped at 1500 MB" in verdict.integrity.protections["memory"]
+
+
+@pytest.mark.slow
+def test_a_fork_bomb_is_held_at_the_runners_task_limit() -> None:
+    from sandbox.judge.cgroups import TASKS, LimitGroup
+
+    probe = LimitGroup.create(TASKS, None)
+    if probe is None:
+        pytest.skip("no task group can be made here: the kernel would fork 6,000 processes unchecked")
+    probe.remove()
+    verdict = evaluate("vector_add", ADV / "rt_limits_fork_bomb.py", _options("cpu", "check"))
+    assert verdict.status == Status.resource_limit, (verdict.status, verdict.message)
+    assert "processes and threads" in verdict.message and "at most" in verdict.integrity.protections["tasks"]
 
 
 @pytest.mark.slow

@@ -80,7 +80,8 @@ def _fake_driver(tmp_path: Path, minors: dict[str, int]) -> tuple[Path, Path]:
         (dev / name).touch()
     for address, minor in minors.items():
         (gpus / address).mkdir(parents=True)
-        (gpus / address / "information").write_text(f"Model: H100\nIRQ: 1\nDevice Minor: {minor}\nBus Type: PCIe\n")
+        (gpus / address / "information").write_text(
+            f"Model: H100\nIRQ: 1\nGPU UUID: GPU-{minor:04d}\nDevice Minor: {minor}\nBus Type: PCIe\n")
     return dev, gpus
 
 
@@ -91,12 +92,16 @@ def test_a_gpu_runner_is_given_its_own_gpus_node_and_the_shared_ones(tmp_path: P
     dev, gpus = _fake_driver(tmp_path, {"0000:3b:00.0": 0, "0000:1a:00.0": 1})
     monkeypatch.setattr(isolation, "_DEV", dev)
     monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
-    nodes, said = isolation.gpu_nodes("0")
-    names = sorted(Path(n).name for n in nodes)
+    view = isolation.gpu_nodes("0")
+    names = sorted(Path(n).name for n in view.nodes)
     assert names == ["nvidia-caps", "nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidiactl"]
-    assert said == f"its own GPU's device node only ({dev / 'nvidia1'})"
-    assert "nvidia0" in str(isolation.gpu_nodes("1")[0]) and "nvidia1" not in " ".join(isolation.gpu_nodes("1")[0])
-    assert sorted(Path(n).name for n in isolation.gpu_nodes("0,1")[0]).count("nvidia0") == 1
+    assert view.said == f"its own GPU's device node only ({dev / 'nvidia1'})"
+    # Inside, the driver counts only the GPUs it can open: the runner names its GPU by UUID.
+    assert view.visible == "GPU-0001" and isolation.gpu_nodes("1").visible == "GPU-0000"
+    other = {Path(n).name for n in isolation.gpu_nodes("1").nodes}
+    assert "nvidia0" in other and "nvidia1" not in other
+    both = isolation.gpu_nodes("0,1")
+    assert {"nvidia0", "nvidia1"} <= {Path(n).name for n in both.nodes} and both.visible == "GPU-0001,GPU-0000"
 
 
 @pytest.mark.parametrize("visible, information", [
@@ -115,9 +120,9 @@ def test_where_the_gpu_cannot_be_told_apart_every_node_is_bound_and_said(
     (gpus / "0000:1a:00.0" / "information").write_text(information)
     monkeypatch.setattr(isolation, "_DEV", dev)
     monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
-    nodes, said = isolation.gpu_nodes(visible)
-    assert {"nvidia0", "nvidia1", "nvidiactl"} <= {Path(n).name for n in nodes}
-    assert said == "every GPU's device nodes"
+    view = isolation.gpu_nodes(visible)
+    assert {"nvidia0", "nvidia1", "nvidiactl"} <= {Path(n).name for n in view.nodes}
+    assert view.said == "every GPU's device nodes" and view.visible is None
 
 
 def test_a_minor_number_whose_node_is_missing_binds_every_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +132,7 @@ def test_a_minor_number_whose_node_is_missing_binds_every_node(tmp_path: Path, m
     (gpus / "0000:1a:00.0" / "information").write_text("Device Minor: 5\n")  # no /dev/nvidia5 in this view
     monkeypatch.setattr(isolation, "_DEV", dev)
     monkeypatch.setattr(isolation, "_NVIDIA_GPUS", gpus)
-    assert isolation.gpu_nodes("0")[1] == "every GPU's device nodes"
+    assert isolation.gpu_nodes("0").said == "every GPU's device nodes"
 
 
 def test_the_runners_sandbox_binds_only_the_nodes_its_gpu_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,3 +146,4 @@ def test_the_runners_sandbox_binds_only_the_nodes_its_gpu_needs(tmp_path: Path, 
     args = isolation.command(["true"], env={"CUDA_VISIBLE_DEVICES": "1"}, readable=[], hidden=[], gpu=True)
     bound = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
     assert str(dev / "nvidia1") in bound and str(dev / "nvidia0") not in bound and str(dev / "nvidiactl") in bound
+    assert args[args.index("CUDA_VISIBLE_DEVICES") + 1] == "GPU-0001"  # the driver inside sees one GPU

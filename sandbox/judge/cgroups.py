@@ -12,7 +12,8 @@ Memory likewise: the evaluator's limit counts the resident pages of the worker's
 a runner keeps in files in memory that it does not map (memfds, its private /tmp) belong to no
 process; a red-team kernel parked 5 GB in memfds under a 2 GB limit. The kernel charges every page
 to the group of the task that faulted it in, files in memory included, so a runner's memory group
-(`MemoryCap`) holds its limit against them all. Standard library only.
+(`LimitGroup` of `MEMORY`) holds its limit against them all; its task group (`TASKS`) caps how many
+processes and threads it may have. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _ROOTS = {"v1": Path("/sys/fs/cgroup/cpuacct"), "v2": Path("/sys/fs/cgroup")}
-_MEMORY_V1 = Path("/sys/fs/cgroup/memory")
 _COUNTER = itertools.count()
 
 
@@ -79,25 +79,47 @@ class CpuAccount:
         _remove(self.path, wait_s)
 
 
-@dataclass
-class MemoryCap:
-    """One runner's memory group: a hard limit over every page charged to it, the pages of files it
-    keeps in memory included. Past the limit the kernel kills a task of the group, which the judge
-    reads back (`oom_kills`) and reports as the memory limit, not as a crash."""
+@dataclass(frozen=True)
+class Limit:
+    """A controller's files: where its cap is written and where the kernel counts what the cap refused
+    (v1 file, v2 file, and the key of the count in the events file)."""
 
-    kind: str  # "v1" (the memory controller's own hierarchy) or "v2" (the CPU account's group)
+    controller: str
+    cap: tuple[str, str]
+    events: tuple[str, str]
+    key: str
+    peak: tuple[str, str]
+
+
+# Memory: past the cap the kernel kills a task of the group. Tasks (processes and threads): past the
+# cap fork and clone fail, so a candidate's fork bomb stays in its sandbox instead of taking the
+# host's process table (and every other evaluation) with it.
+MEMORY = Limit("memory", ("memory.limit_in_bytes", "memory.max"), ("memory.oom_control", "memory.events"), "oom_kill",
+               ("memory.max_usage_in_bytes", "memory.peak"))
+TASKS = Limit("pids", ("pids.max", "pids.max"), ("pids.events", "pids.events"), "max", ("", "pids.peak"))
+
+
+@dataclass
+class LimitGroup:
+    """One runner's group for one limit (`MEMORY`, `TASKS`): a hard cap over every task of the runner
+    and, for memory, every page charged to it, those of files it keeps in memory included. The
+    judge reads back how often the cap refused (`hits`) and reports the limit, not a crash."""
+
+    limit_of: Limit
+    kind: str  # "v1" (the controller's own hierarchy) or "v2" (the CPU account's group)
     path: Path
     owned: bool = True  # False where the group is the CPU account's (v2), which removes it
 
     @classmethod
-    def create(cls, cpu: CpuAccount | None) -> MemoryCap | None:
-        """A group for the runner's memory, or None where the host lets the judge make none."""
+    def create(cls, limit_of: Limit, cpu: CpuAccount | None) -> LimitGroup | None:
+        """A group for this limit, or None where the host lets the judge make none."""
         if os.environ.get("KS_CGROUPS") == "off":
             return None
         if cpu is not None and cpu.kind == "v2":
-            return cls("v2", cpu.path, owned=False) if (cpu.path / "memory.max").is_file() else None
-        parent = _MEMORY_V1 / _own_group("v1", "memory").lstrip("/")
-        if not (parent / "memory.limit_in_bytes").is_file():
+            found = (cpu.path / limit_of.cap[1]).is_file()
+            return cls(limit_of, "v2", cpu.path, owned=False) if found else None
+        parent = Path("/sys/fs/cgroup") / limit_of.controller / _own_group("v1", limit_of.controller).lstrip("/")
+        if not (parent / "cgroup.procs").is_file():
             return None
         _remove_stale(parent)
         path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
@@ -105,37 +127,41 @@ class MemoryCap:
             path.mkdir()
         except OSError:
             return None
-        return cls("v1", path)
+        if not (path / limit_of.cap[0]).is_file():  # a hierarchy's root has no cap file; its groups do
+            _remove(path, 0)
+            return None
+        return cls(limit_of, "v1", path)
+
+    def _file(self, names: tuple[str, str]) -> Path:
+        return self.path / names[0 if self.kind == "v1" else 1]
 
     def enter(self, command: list[str]) -> list[str]:
         return _enter(self.path, command) if self.owned else command
 
-    def limit(self, megabytes: int) -> bool:
-        """Cap the group at `megabytes`; False where the host refuses."""
-        name = "memory.limit_in_bytes" if self.kind == "v1" else "memory.max"
+    def cap(self, value: int) -> bool:
+        """Set the cap (bytes, or tasks); False where the host refuses."""
         try:
-            (self.path / name).write_text(str(int(megabytes) << 20))
+            self._file(self.limit_of.cap).write_text(str(int(value)))
         except OSError:
             return False
         return True
 
-    def oom_kills(self) -> int:
-        """Tasks of the group the kernel killed for its limit (0 where the count cannot be read)."""
-        name = "memory.oom_control" if self.kind == "v1" else "memory.events"
+    def hits(self) -> int:
+        """How often the cap refused: tasks killed for memory, forks refused (0 where unreadable)."""
         try:
-            for line in (self.path / name).read_text().splitlines():
+            for line in self._file(self.limit_of.events).read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill":
+                if key == self.limit_of.key:
                     return int(value)
         except (OSError, ValueError):
             pass
         return 0
 
-    def peak_mb(self) -> float | None:
-        """The most the group held at once, in MiB, where the host keeps that figure."""
-        name = "memory.max_usage_in_bytes" if self.kind == "v1" else "memory.peak"
+    def peak(self) -> int | None:
+        """The most the group held at once (bytes, or tasks), where the host keeps that figure."""
+        name = self._file(self.limit_of.peak)
         try:
-            return int((self.path / name).read_text()) / (1 << 20)
+            return int(name.read_text()) if name != self.path else None
         except (OSError, ValueError):
             return None
 

@@ -18,7 +18,7 @@ from sandbox import native
 from sandbox.judge import isolation, timed
 from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
 from sandbox.judge.libwatch import LibraryWatch, patterns_for
-from sandbox.judge.session import RunnerBroke, RunnerGone, RunnerLate, RunnerSession
+from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
 
 _DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
 
@@ -106,7 +106,7 @@ class Evaluation:
             what = "the runner broke the protocol" if exc.rule == "protocol" else "the runner's figures cannot be true"
             self.result.update(status="rejected", message=f"{what}: {str(exc)[:300]}")
         finally:
-            self._memory_verdict()
+            self._limit_verdict()
             self._close()
         now = time.perf_counter()
         if self.phase_name:
@@ -118,17 +118,24 @@ class Evaluation:
             self.result["integrity"]["protections"]["system_calls"] = self.session.system_calls
         return self.result
 
-    def _memory_verdict(self) -> None:
-        """A runner the kernel stopped at its memory group's limit: the memory limit, whatever the
-        runner's death looked like from here (a crash, a closed channel, a failed call)."""
+    def _limit_verdict(self) -> None:
+        """A runner its control groups stopped (the kernel killed a task at the memory cap, or refused a
+        process or thread past the task cap): the limit, whatever the runner's end looked like from
+        here (a crash, a closed channel, a failed call, or an answer it went on to give)."""
         sessions = [self.session, self.base_judge.session if self.base_judge is not None else None]
         for session in (s for s in sessions if s is not None):
+            where = f"during the {self.phase_name} phase{self._on_shape()}"
             if session.memory_exceeded():
                 self.result.update(
                     status="resource_limit",
-                    message=f"memory use reached the {session.memory_limit_mb} MB limit during the {self.phase_name} "
-                            f"phase{self._on_shape()} (the runner's memory group: pages it keeps in files in memory count "
-                            "too); the candidate was stopped")
+                    message=f"memory use reached the {session.memory_limit_mb} MB limit {where} (the runner's memory "
+                            "group: pages it keeps in files in memory count too); the candidate was stopped")
+                return
+            if session.tasks_exceeded():
+                self.result.update(
+                    status="resource_limit",
+                    message=f"the runner tried to have more than {TASK_LIMIT} processes and threads at once {where}; "
+                            "the ones past the limit were refused")
                 return
 
     def _on_shape(self) -> str:
@@ -169,7 +176,7 @@ class Evaluation:
         self.result["integrity"]["protections"] = {"runner": isolation.probe().describe()}
         if self.target != "cpu" and isolation.probe().available:
             self.result["integrity"]["protections"]["devices"] = isolation.gpu_nodes(
-                os.environ.get("CUDA_VISIBLE_DEVICES"))[1]
+                os.environ.get("CUDA_VISIBLE_DEVICES")).said
         syntax = [f for f in findings if f.rule == "syntax"]
         if syntax:
             self.finish("runtime_error", f"importing the submission failed: line {syntax[0].line}: {syntax[0].reason}")
@@ -185,6 +192,9 @@ class Evaluation:
         self.result["integrity"]["protections"]["memory"] = (
             f"the runner's memory group, capped at {memory} MB: every page it faults in counts, files in memory too"
             if runner.cap_memory(memory) else "resident pages of the worker's processes only (no memory group here)")
+        self.result["integrity"]["protections"]["tasks"] = (
+            f"at most {TASK_LIMIT} processes and threads (the runner's task group)" if runner.tasks is not None
+            else "not capped (no task group here)")
         self.judge = Judge(problem=problem, device=device, session=runner, policy=policy, threads=threads,
                            resident_inputs=self.request.get("resident_inputs"))
         self.judge.deadline = time.monotonic() + float(self.limits["build"])

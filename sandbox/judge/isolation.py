@@ -107,8 +107,11 @@ def command(
         return inner
     args = [*_sandbox(found), "--unshare-cgroup-try", "--chdir", "/tmp", "--clearenv"]
     if gpu:
-        for node in gpu_nodes(env.get("CUDA_VISIBLE_DEVICES"))[0]:
+        view = gpu_nodes(env.get("CUDA_VISIBLE_DEVICES"))
+        for node in view.nodes:
             args += ["--dev-bind", node, node]
+        if view.visible:
+            env = {**env, "CUDA_VISIBLE_DEVICES": view.visible}
     args += _bound_back(readable)
     for secret in hidden:
         if secret.exists():
@@ -129,40 +132,55 @@ def command(
 _KEY_LISTINGS = ("/proc/keys", "/proc/key-users")
 
 
-def gpu_nodes(visible: str | None) -> tuple[list[str], str]:
+@dataclass(frozen=True)
+class GpuView:
+    """What of the host's GPUs a runner's sandbox shows: the device nodes bound in, how far that
+    confines it (for the verdict), and the CUDA_VISIBLE_DEVICES it sees inside (None: as given)."""
+
+    nodes: list[str]
+    said: str
+    visible: str | None = None
+
+
+def gpu_nodes(visible: str | None) -> GpuView:
     """The device nodes a runner of the GPUs `visible` (CUDA_VISIBLE_DEVICES, indices in PCI order:
-    the evaluator sets CUDA_DEVICE_ORDER) may open, and how far that confines it.
+    the evaluator sets CUDA_DEVICE_ORDER) may open.
 
     A runner that saw every GPU's node could start a process of its own on another GPU and run
     work there, beside another candidate's timing. With only its GPU's node, the driver has no
     way to reach another: the sandbox's /dev is read-only and no capability is left to make a node.
+    Inside, the driver counts only the GPUs whose nodes it can open, so an index would name another
+    GPU or none (on two H100s, the runner of GPU 1 found no GPU): the runner names its GPUs by UUID.
     Where the GPUs cannot be told apart by their nodes (AMD's one KFD node, a GPU named by UUID or
     MIG instance, a driver that lists no PCI addresses), every node is bound and the answer says so."""
     every = sorted({node for pattern in _GPU_DEVICES for node in glob.glob(str(_DEV / pattern))})
-    own = _nvidia_nodes(visible)
-    if own is None or not set(own) <= set(every):
-        return every, "every GPU's device nodes"
+    own = _nvidia_own(visible)
+    if own is None or not {node for node, _ in own} <= set(every):
+        return GpuView(every, "every GPU's device nodes")
     shared = [node for node in every if not _NVIDIA_GPU_NODE.fullmatch(Path(node).name)]
-    return sorted({*shared, *own}), f"its own GPU's device node only ({', '.join(own)})"
+    nodes = [node for node, _ in own]
+    return GpuView(sorted({*shared, *nodes}), f"its own GPU's device node only ({', '.join(nodes)})",
+                   ",".join(uuid for _, uuid in own))
 
 
-def _nvidia_nodes(visible: str | None) -> list[str] | None:
-    """/dev/nvidiaN for each index of `visible`, from the driver's list of GPUs in PCI order; None
-    where that cannot be read or an entry is not a plain index."""
+def _nvidia_own(visible: str | None) -> list[tuple[str, str]] | None:
+    """(/dev/nvidiaN, UUID) for each index of `visible`, from the driver's list of GPUs in PCI
+    order; None where that cannot be read or an entry is not a plain index."""
     if not visible or not all(part.strip().isdigit() for part in visible.split(",")):
         return None
     try:
         listed = sorted(_NVIDIA_GPUS.iterdir())
-        nodes = []
+        own = []
         for index in (int(part) for part in visible.split(",")):
             text = (listed[index] / "information").read_text()
             minor = re.search(r"^Device Minor:\s*(\d+)", text, re.MULTILINE)
-            if minor is None:
+            uuid = re.search(r"^GPU UUID:\s*(\S+)", text, re.MULTILINE)
+            if minor is None or uuid is None:
                 return None
-            nodes.append(str(_DEV / f"nvidia{minor.group(1)}"))
+            own.append((str(_DEV / f"nvidia{minor.group(1)}"), uuid.group(1)))
     except (OSError, IndexError):
         return None
-    return nodes
+    return own
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import native
 from sandbox.judge import isolation, procs
-from sandbox.judge.cgroups import CpuAccount, MemoryCap
+from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
@@ -44,6 +44,11 @@ _RUNNER_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "
                "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH",
                "HSA_OVERRIDE_GFX_VERSION", "KS_CUDA_ARCH", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                "CUDA_DEVICE_ORDER")
+
+
+# Processes and threads one runner's sandbox may have at once, where the host gives it a task group:
+# torch's pools on a 128-core host take a few hundred; a fork bomb takes the host's process table.
+TASK_LIMIT = 4096
 
 
 class RunnerGone(RuntimeError):
@@ -135,8 +140,11 @@ class RunnerSession:
         # Its own control group where the host lets the judge make one: every task of the sandbox is
         # charged there as it runs, whoever reaps it (`cpu_seconds`).
         self.account = CpuAccount.create()
-        self.memory = MemoryCap.create(self.account)
-        for group in (self.memory, self.account):
+        self.memory = LimitGroup.create(MEMORY, self.account)
+        self.tasks = LimitGroup.create(TASKS, self.account)
+        if self.tasks is not None and not self.tasks.cap(TASK_LIMIT):
+            self.tasks = None
+        for group in (self.memory, self.tasks, self.account):
             if group is not None:
                 command = group.enter(command)
         self.memory_limit_mb: int | None = None
@@ -474,20 +482,25 @@ class RunnerSession:
             log.warning("runner %s did not exit", self.proc.pid)
         if self.account is not None:
             self.account.remove()
-        if self.memory is not None:
-            self.memory.remove()
+        for group in (self.memory, self.tasks):
+            if group is not None:
+                group.remove()
 
     def cap_memory(self, megabytes: int | None) -> bool:
         """Hold the runner's memory group to `megabytes`: every page it faults in counts, those of files
         it keeps in memory too. False where the host gives the runner no memory group."""
-        if not megabytes or self.memory is None or not self.memory.limit(megabytes):
+        if not megabytes or self.memory is None or not self.memory.cap(int(megabytes) << 20):
             return False
         self.memory_limit_mb = int(megabytes)
         return True
 
     def memory_exceeded(self) -> bool:
         """Whether the kernel killed a task of the runner for its memory group's limit."""
-        return self.memory_limit_mb is not None and self.memory is not None and self.memory.oom_kills() > 0
+        return self.memory_limit_mb is not None and self.memory is not None and self.memory.hits() > 0
+
+    def tasks_exceeded(self) -> bool:
+        """Whether the runner tried to start more processes and threads than its task group allows."""
+        return self.tasks is not None and self.tasks.hits() > 0
 
 
 def _within_round_trip(calls: list[Call], rtt: float) -> None:

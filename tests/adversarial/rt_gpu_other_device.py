@@ -49,11 +49,11 @@ OTHERS = set().union(*(_reached(str(index)) for index in range(8)), _reached(Non
 
 lib = load_cuda(r"""
 #include <cstdint>
-__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n, float sign) {
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n, double sign) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + sign * b[i];
+  if (i < n) out[i] = a[i] + (float)sign * b[i];
 }
-extern "C" void vector_add(const float* a, const float* b, float* out, int64_t n, float sign) {
+extern "C" void vector_add(const float* a, const float* b, float* out, int64_t n, double sign) {  // a Python float arrives as a double
   if (n > 0) add_kernel<<<(unsigned)((n + 255) / 256), 256>>>(a, b, out, n, sign);
 }
 """, name="rt_gpu_other_device")
