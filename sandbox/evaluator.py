@@ -333,18 +333,38 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def tree_rss_mb(root: int) -> float:
-    """Resident memory of a process and every process below it, in MB.
+    """Resident memory of a process and every process below it, in MB: an upper bound, read fast.
 
     The runner starts its own session (and a candidate may start more), so a process
-    group would miss them; the judge is their subreaper, so orphans stay below it.
+    group would miss them; the judge is their subreaper, so orphans stay below it. Pages that
+    forked processes share count once per process here (`tree_pss_mb` divides them).
     """
-    total = 0
+    return sum(_rss_bytes(pid) for pid in [root, *descendants(root)]) / 2**20
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def tree_pss_mb(root: int) -> float:
+    """The same tree's memory with each shared page divided among the processes that map it (the
+    kernel's proportional set size), in MB; a process whose share cannot be read counts whole.
+    Slower to read than `tree_rss_mb`, so it decides only once that bound is over the limit: a
+    kernel's pool of forked workers shares the parent's pages (torch's included), and summed per
+    process 4096 small forks of one evaluation read 23 GB."""
+    total = 0.0
     for pid in [root, *descendants(root)]:
         try:
-            with open(f"/proc/{pid}/statm") as statm:
-                total += int(statm.read().split()[1]) * _PAGE
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
         except (OSError, ValueError, IndexError):
-            continue
+            total += _rss_bytes(pid)
     return total / 2**20
 
 
@@ -432,6 +452,8 @@ class _Worker:
                     break
                 if memory_limit_mb:
                     used = tree_rss_mb(self.proc.pid)
+                    if used > memory_limit_mb:
+                        used = tree_pss_mb(self.proc.pid)  # the bound is over: the shared pages' true share
                     if used > memory_limit_mb:
                         outcome.memory_mb = used
                         outcome.last_phase = phase

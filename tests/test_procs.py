@@ -75,3 +75,32 @@ def test_an_orphan_in_its_own_session_is_still_on_the_sandboxs_books() -> None:
     finally:
         top.kill()
         top.wait()
+
+
+# A parent that fills 200 MB, then forks children that only wait: their pages are the parent's, shared.
+_SHARED = """
+import os, sys, time
+block = bytearray(200 << 20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+for _ in range(5):
+    if os.fork() == 0:
+        time.sleep(30)
+        os._exit(0)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_pages_forked_children_share_count_once_at_the_memory_limit() -> None:
+    from sandbox.evaluator import tree_pss_mb, tree_rss_mb
+
+    parent = subprocess.Popen([sys.executable, "-c", _SHARED], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+        bound, shared = tree_rss_mb(parent.pid), tree_pss_mb(parent.pid)
+        assert bound > 1000, bound  # six processes that each map the same 200 MB
+        assert 180 < shared < 400, shared  # the 200 MB once, and each interpreter's own pages
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait()
