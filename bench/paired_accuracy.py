@@ -12,7 +12,8 @@ trial is a false difference when it says "faster" or "slower"; for r > 1 it is r
 `--load N` runs N busy processes per core beside the measurement; `--cores` pins the judges and
 their runners (sandbox/envinfo.py's parse_cores); `--sizes` replaces the target's benchmark shapes
 (on a GPU, vector_add's own reach 1 GB a tensor, and two judges with two runners hold each twice);
-`--reanalyse FILE...` reads stored results at each noise floor of `FLOORS` instead of measuring.
+`--reanalyse FILE...` reads stored results at each noise floor of `FLOORS`, and by today's
+`paired_summary` from their kept round ratios, instead of measuring.
 """
 
 from __future__ import annotations
@@ -125,12 +126,33 @@ def by_floor(runs: list[dict[str, object]]) -> dict[str, dict[str, int]]:
     return out
 
 
+def by_current_rule(runs: list[dict[str, object]]) -> dict[str, int]:
+    """What today's `paired_summary` makes of the trials' kept round ratios, shape by shape (a busy
+    trial's shapes as busy, with one evaluation's round count), combined as the verdict combines them."""
+    from sandbox.judge.timed import MIN_PAIRED_ROUNDS
+    from sandbox.summary import difference, geomean_interval, paired_summary
+
+    said: dict[str, int] = {}
+    for run in runs:
+        shapes = [s for s in run.get("shapes") or [] if isinstance(s, dict)]  # type: ignore[attr-defined]
+        if not shapes or not all(s.get("round_ratios") for s in shapes):
+            said["not measured"] = said.get("not measured", 0) + 1
+            continue
+        per = [paired_summary(s["round_ratios"], busy=bool(run.get("noisy")), busy_rounds=MIN_PAIRED_ROUNDS)
+               for s in shapes]
+        ci = geomean_interval([p["ratio"] for p in per], [(p["ratio_ci"][0], p["ratio_ci"][1]) for p in per])
+        verdict = difference(*ci) if ci else "not measured"
+        said[verdict] = said.get(verdict, 0) + 1
+    return said
+
+
 def reanalyse(paths: list[Path]) -> None:
-    """Each stored result's trials read at every floor in `FLOORS`, one line per file and ratio."""
+    """Each stored result's trials read at every floor in `FLOORS`, and by today's rules from their
+    kept round ratios, one line per file and ratio."""
     for path in paths:
         for ratio, summary in json.loads(path.read_text())["ratios"].items():
             print(json.dumps({"file": path.name, "ratio": ratio, "trials": len(summary["runs"]),
-                              "by_floor": by_floor(summary["runs"])}))
+                              "by_floor": by_floor(summary["runs"]), "current_rule": by_current_rule(summary["runs"])}))
 
 
 def main() -> None:
