@@ -88,7 +88,7 @@ class Limit:
     cap: tuple[str, str]
     events: tuple[str, str]
     key: str
-    peak: tuple[str, str]
+    peak: tuple[str | None, str | None]  # the most the group held, where the kernel keeps it
 
 
 # Memory: past the cap the kernel kills a task of the group. Tasks (processes and threads): past the
@@ -96,7 +96,7 @@ class Limit:
 # host's process table (and every other evaluation) with it.
 MEMORY = Limit("memory", ("memory.limit_in_bytes", "memory.max"), ("memory.oom_control", "memory.events"), "oom_kill",
                ("memory.max_usage_in_bytes", "memory.peak"))
-TASKS = Limit("pids", ("pids.max", "pids.max"), ("pids.events", "pids.events"), "max", ("", "pids.peak"))
+TASKS = Limit("pids", ("pids.max", "pids.max"), ("pids.events", "pids.events"), "max", (None, "pids.peak"))
 
 
 @dataclass
@@ -132,24 +132,29 @@ class LimitGroup:
             return None
         return cls(limit_of, "v1", path)
 
-    def _file(self, names: tuple[str, str]) -> Path:
-        return self.path / names[0 if self.kind == "v1" else 1]
+    def _file(self, names: tuple[str | None, str | None]) -> Path | None:
+        name = names[0 if self.kind == "v1" else 1]
+        return self.path / name if name else None
 
     def enter(self, command: list[str]) -> list[str]:
         return _enter(self.path, command) if self.owned else command
 
     def cap(self, value: int) -> bool:
         """Set the cap (bytes, or tasks); False where the host refuses."""
+        path = self._file(self.limit_of.cap)
         try:
-            self._file(self.limit_of.cap).write_text(str(int(value)))
+            assert path is not None
+            path.write_text(str(int(value)))
         except OSError:
             return False
         return True
 
     def hits(self) -> int:
         """How often the cap refused: tasks killed for memory, forks refused (0 where unreadable)."""
+        path = self._file(self.limit_of.events)
         try:
-            for line in self._file(self.limit_of.events).read_text().splitlines():
+            assert path is not None
+            for line in path.read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == self.limit_of.key:
                     return int(value)
@@ -159,9 +164,9 @@ class LimitGroup:
 
     def peak(self) -> int | None:
         """The most the group held at once (bytes, or tasks), where the host keeps that figure."""
-        name = self._file(self.limit_of.peak)
+        path = self._file(self.limit_of.peak)
         try:
-            return int(name.read_text()) if name != self.path else None
+            return int(path.read_text()) if path is not None else None
         except (OSError, ValueError):
             return None
 
