@@ -143,6 +143,7 @@ def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: se
 @pytest.mark.gpu
 @pytest.mark.parametrize("problem, name", [("vector_add", "legit_cuda_persistent"),
                                            ("vector_add", "legit_cuda_side_stream_joined"),
+                                           ("vector_add", "legit_cuda_graph_replay"),
                                            ("softmax", "legit_rt_persistent_out")])  # one buffer returned by every call
 def test_clever_but_legitimate_gpu_kernels_pass(problem: str, name: str) -> None:
     verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", "full"))
