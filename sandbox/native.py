@@ -23,6 +23,7 @@ import ctypes
 import os
 import platform
 import re
+import select
 import shutil
 import subprocess
 import tempfile
@@ -40,6 +41,10 @@ BUILD_TIMEOUT_S = float(os.environ.get("KS_BUILD_TIMEOUT", "600"))
 # tables run to a few MB; a red-team kernel compiled a 64 MB array into one, a channel to later
 # candidates and a way to fill the disk.
 MAX_LIBRARY_MB = 32
+# A compiler's output kept in a build record and the cache: its first and last this many bytes. A
+# red-team source made the compiler print 136 MB, which the cache kept and every verdict carried
+# (one 270 MB line the orchestrator choked on, past the time limit).
+LOG_KEEP_BYTES = 32 << 10
 # A failure the compiler did not decide (it timed out, was killed, or the disk was full) may not recur:
 # it is not cached, so the same source is built again next time rather than refused for good.
 _TRANSIENT = ("No space left on device", "Cannot allocate memory")
@@ -209,6 +214,42 @@ def _toolchain(lang: str, extra: Sequence[str], openmp: bool) -> _Toolchain:
 CompileWrapper = Callable[[list[str], Path], list[str]]
 
 
+def _compile(command: list[str], work: str) -> tuple[str, int | None]:
+    """Run a compiler: its output (stdout and stderr as they came, of which the first and last
+    `LOG_KEEP_BYTES` are kept, whatever it prints) and its exit code, None past the build timeout."""
+    head, tail, dropped = bytearray(), bytearray(), 0
+    deadline = time.monotonic() + BUILD_TIMEOUT_S
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=work, env=safe_env())
+    assert proc.stdout is not None
+    try:
+        while True:
+            ready = select.select([proc.stdout], [], [], max(0.0, min(1.0, deadline - time.monotonic())))[0]
+            chunk = os.read(proc.stdout.fileno(), 1 << 16) if ready else b""  # what the pipe holds, no waiting
+            if chunk:
+                room = LOG_KEEP_BYTES - len(head)
+                head += chunk[:room]
+                tail += chunk[room:] if room > 0 else chunk
+                if len(tail) > LOG_KEEP_BYTES:
+                    dropped += len(tail) - LOG_KEEP_BYTES
+                    del tail[:len(tail) - LOG_KEEP_BYTES]
+            elif ready:  # end of output: the compiler is exiting
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                return "", None
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return "", None
+    finally:
+        proc.stdout.close()
+    middle = f"\n[... {dropped} bytes of the compiler's output left out ...]\n".encode() if dropped else b""
+    return (bytes(head) + middle + bytes(tail)).decode(errors="replace"), code
+
+
 def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | None = None) -> Path:
     if shutil.which(chain.compiler) is None:
         raise BuildError(name, f"compiler {chain.compiler!r} not found on PATH")
@@ -234,15 +275,12 @@ def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | Non
             out = Path(work) / "lib.so"
             command = [chain.compiler, *chain.flags, str(src), "-o", str(out)]
             transient = False
-            try:
-                proc = subprocess.run(
-                    wrap(command, Path(work)) if wrap else command, capture_output=True, text=True,
-                    timeout=BUILD_TIMEOUT_S, cwd=work, env=safe_env(),
-                )
-                log, ok = proc.stdout + proc.stderr, proc.returncode == 0
-                transient = proc.returncode < 0 or any(t in log for t in _TRANSIENT)
-            except subprocess.TimeoutExpired:
+            log, code = _compile(wrap(command, Path(work)) if wrap else command, work)
+            if code is None:
                 log, ok, transient = f"compiler timed out after {BUILD_TIMEOUT_S:.0f} s", False, True
+            else:
+                ok = code == 0
+                transient = code < 0 or any(t in log for t in _TRANSIENT)
             # Paths of the throw-away folder mean nothing to a reader.
             log = log.replace(str(src), src.name)
             seconds = time.perf_counter() - started

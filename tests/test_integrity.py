@@ -48,6 +48,19 @@ def test_memory_parked_in_files_no_process_maps_is_stopped_at_the_limit() -> Non
 
 
 @pytest.mark.slow
+def test_the_candidates_compiler_counts_against_its_memory_limit() -> None:
+    from sandbox.judge.cgroups import MEMORY, LimitGroup
+
+    probe = LimitGroup.create(MEMORY, None)
+    if probe is None or probe.kind != "v1":
+        pytest.skip("the compiler joins the runner's memory group on cgroup v1 hosts")
+    probe.remove()
+    verdict = evaluate("vector_add", ADV / "rt_memory_compiler.py", _options("cpu", "check", memory_limit_mb=2048))
+    assert verdict.status == Status.resource_limit, (verdict.status, verdict.message)
+    assert "2048 MB limit" in verdict.message and "memory group" in verdict.message
+
+
+@pytest.mark.slow
 def test_a_fork_bomb_is_held_at_the_runners_task_limit() -> None:
     from sandbox.judge.cgroups import TASKS, LimitGroup
 
@@ -58,6 +71,33 @@ def test_a_fork_bomb_is_held_at_the_runners_task_limit() -> None:
     verdict = evaluate("vector_add", ADV / "rt_limits_fork_bomb.py", _options("cpu", "check"))
     assert verdict.status == Status.resource_limit, (verdict.status, verdict.message)
     assert "processes and threads" in verdict.message and "at most" in verdict.integrity.protections["tasks"]
+
+
+@pytest.mark.slow
+def test_a_base_that_reaches_its_runners_limits_leaves_the_candidates_verdict_alone() -> None:
+    from sandbox.judge.cgroups import TASKS, LimitGroup
+
+    probe = LimitGroup.create(TASKS, None)
+    if probe is None:
+        pytest.skip("no task group can be made here")
+    probe.remove()
+    burst = ADV / "rt_limits_thread_burst.py"
+    alone = evaluate("vector_add", burst, _options("cpu", "check"))
+    assert alone.status == Status.resource_limit and "processes and threads" in alone.message, alone.message
+    seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
+    verdict = evaluate("vector_add", seed, _options("cpu", "full", paired_with=burst))
+    assert verdict.status == Status.ok, (verdict.status, verdict.message)
+    assert any("processes and threads" in e and "nothing was paired" in e for e in verdict.errors), verdict.errors
+    assert all(b.paired is None for b in verdict.benchmarks) and (verdict.summary is None or verdict.summary.paired is None)
+
+
+@pytest.mark.slow
+def test_a_paired_evaluation_may_hold_the_memory_limit_once_per_runner() -> None:
+    # Alone, the seed's evaluation fits 1024 MB; paired with itself, judge and two runners read 1081 MB
+    # against one limit for the whole tree, and an honest pair was stopped.
+    seed = ROOT / "problems" / "vector_add" / "seeds" / "cpu.py"
+    verdict = evaluate("vector_add", seed, _options("cpu", "full", memory_limit_mb=1024, paired_with=seed))
+    assert verdict.status == Status.ok, (verdict.status, verdict.message)
 
 
 @pytest.mark.slow

@@ -131,6 +131,18 @@ def test_a_closed_channel_is_reported_as_such() -> None:
 # -- the arena ------------------------------------------------------------------------------------
 
 
+def test_the_runner_cannot_resize_the_arena_under_the_judge() -> None:
+    # A runner shrank the memfd it was handed, and the judge's next read of its mapping was a SIGBUS.
+    arena = Arena.create(1 << 16)
+    theirs = os.dup(arena.fd)  # the runner's descriptor
+    for size in (0, 1 << 12, 1 << 20):
+        with pytest.raises(PermissionError):
+            os.ftruncate(theirs, size)
+    arena.view({"dtype": "float32", "shape": [4], "stride": [1], "offset": (1 << 16) - 16}).fill_(1.0)  # still mapped
+    os.close(theirs)
+    arena.close()
+
+
 def test_arena_views_are_shared_and_specs_are_bounded() -> None:
     arena = Arena.create(1 << 16)
     other = Arena.attach(os.dup(arena.fd))  # as the runner attaches it
@@ -502,9 +514,34 @@ def test_the_key_system_calls_are_refused_to_the_runner_and_all_it_starts() -> N
         "print('child', child.stdout.strip())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
-    assert "key calls refused (seccomp)" in out, out
+    assert "key calls and sockets other than Unix ones refused (seccomp)" in out, out
     assert f"keyctl -1 {errno.EPERM}" in out and f"add_key -1 {errno.EPERM}" in out, out
     assert "getpid True" in out and "child 1" in out, out
+
+
+def test_the_runner_may_open_unix_sockets_only() -> None:
+    # A red-team kernel parked 1.1 GB in TCP buffers on the sandbox's own loopback, memory no group saw.
+    from sandbox.runner import seccomp
+
+    if not seccomp.program():
+        pytest.skip(f"no system-call filter for {platform.machine()}")
+    probe = (
+        "import socket\n"
+        "from sandbox.runner import seccomp\n"
+        "print(seccomp.install())\n"
+        "for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_STREAM if family != socket.AF_NETLINK else socket.SOCK_RAW).close()\n"
+        "        print(family.name, 'opened')\n"
+        "    except OSError as exc:\n"
+        "        print(family.name, 'refused', exc.errno)\n"
+        "a, b = socket.socketpair()\n"
+        "print('pair', a.send(b'x'), b.recv(1))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
+    assert "AF_UNIX opened" in out and "pair 1 b'x'" in out, out
+    for family in ("AF_INET", "AF_INET6", "AF_NETLINK"):
+        assert f"{family} refused {errno.EPERM}" in out, out
 
 
 def test_the_runner_cannot_list_the_hosts_keys() -> None:
@@ -514,6 +551,17 @@ def test_the_runner_cannot_list_the_hosts_keys() -> None:
     listing = "cat /proc/keys 2>/dev/null | wc -l; cat /proc/key-users 2>/dev/null | wc -l; echo done"
     seen = subprocess.run([*command[:-1], "sh", "-c", listing], capture_output=True, text=True, timeout=60).stdout.split()
     assert seen == ["0", "0", "done"], seen
+
+
+def test_the_runner_sees_no_control_group(tmp_path: Path) -> None:
+    # A group's peak memory only ever rises and outlives the evaluation: readable, it carried a number
+    # from one candidate to the next.
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[], hidden=[], gpu=False)
+    listing = "ls -A /sys/fs/cgroup | wc -l; touch /sys/fs/cgroup/x 2>/dev/null && echo writable; echo done"
+    seen = subprocess.run([*command[:-1], "sh", "-c", listing], capture_output=True, text=True, timeout=60).stdout.split()
+    assert seen == ["0", "done"], seen
 
 
 def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
@@ -555,4 +603,4 @@ def test_the_key_calls_are_refused_through_the_other_abi_too(tmp_path: Path) -> 
         "print('i386', lib.key_i386())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(lib)], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert "key calls refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr
+    assert "key calls and sockets other than Unix ones refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr

@@ -176,3 +176,13 @@ def test_cuda_source_compiles_for_hopper_without_a_gpu(tmp_path: Path, monkeypat
 def test_cache_root_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KS_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert buildcache.cache_root() == tmp_path / "elsewhere" / "build"
+
+
+def test_a_compiler_that_prints_without_end_leaves_a_clipped_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A red-team source made the compiler print 136 MB: the cache kept it and every verdict carried it.
+    flood = "import sys\nfor i in range(400000): print('line', i, file=sys.stderr if i % 2 else sys.stdout)\nsys.exit(1)"
+    log, code = native._compile([sys.executable, "-u", "-c", flood], str(tmp_path))
+    assert code == 1 and len(log) < 3 * native.LOG_KEEP_BYTES
+    assert log.startswith("line 0\n") and "line 399999" in log and "bytes of the compiler's output left out" in log
+    quiet, code = native._compile([sys.executable, "-c", "print('one warning')"], str(tmp_path))
+    assert (quiet, code) == ("one warning\n", 0)

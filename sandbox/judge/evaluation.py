@@ -120,23 +120,21 @@ class Evaluation:
 
     def _limit_verdict(self) -> None:
         """A runner its control groups stopped (the kernel killed a task at the memory cap, or refused a
-        process or thread past the task cap): the limit, whatever the runner's end looked like from
-        here (a crash, a closed channel, a failed call, or an answer it went on to give)."""
-        sessions = [self.session, self.base_judge.session if self.base_judge is not None else None]
-        for session in (s for s in sessions if s is not None):
-            where = f"during the {self.phase_name} phase{self._on_shape()}"
-            if session.memory_exceeded():
-                self.result.update(
-                    status="resource_limit",
-                    message=f"memory use reached the {session.memory_limit_mb} MB limit {where} (the runner's memory "
-                            "group: pages it keeps in files in memory count too); the candidate was stopped")
-                return
-            if session.tasks_exceeded():
-                self.result.update(
-                    status="resource_limit",
-                    message=f"the runner tried to have more than {TASK_LIMIT} processes and threads at once {where}; "
-                            "the ones past the limit were refused")
-                return
+        process or thread past the task cap): for the candidate's runner, the verdict is the limit,
+        whatever its end looked like from here (a crash, a closed channel, a failed call, or an answer
+        it went on to give). A base's runner that reached a limit is no yardstick: the candidate's
+        verdict stands, without paired figures."""
+        where = f"during the {self.phase_name} phase{self._on_shape()}"
+        if self.session is not None and (reason := _limit_reached(self.session)):
+            self.result.update(status="resource_limit", message=f"{reason} {where}; the candidate was stopped")
+            return
+        base = self.base_judge.session if self.base_judge is not None else None
+        if base is not None and (reason := _limit_reached(base)):
+            self.result["errors"].append(f"the base kernel's runner: {reason} {where}, so nothing was paired")
+            for benchmark in self.result["benchmarks"]:
+                benchmark.pop("paired", None)
+            if isinstance(self.result.get("summary"), dict):
+                self.result["summary"].pop("paired", None)
 
     def _on_shape(self) -> str:
         return f" (shape {self.shape})" if self.shape and self.phase_name in ("check", "time") else ""
@@ -361,6 +359,7 @@ class Evaluation:
             except Exception as exc:  # noqa: BLE001 - whatever the base did, the candidate's verdict stands
                 passed, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if not passed:
+                reason = _limit_reached(self.base_judge.session) or reason  # what stopped it, where a limit did
                 self.result["errors"].append(f"the base kernel failed its check here, so nothing was paired: {reason[:500]}")
                 self.base_judge.session.close()
                 self.base_judge = None
@@ -479,6 +478,16 @@ def _retry_once(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     stats = run()
     stats["judge"]["retried"] = f"contradicted once, agreed when measured again ({first})"
     return stats
+
+
+def _limit_reached(session: RunnerSession) -> str:
+    """What limit of its control groups a runner reached, in words; empty where none."""
+    if session.memory_exceeded():
+        return (f"memory use reached the {session.memory_limit_mb} MB limit (the runner's memory group: its "
+                "compilers and the pages it keeps in files in memory count too)")
+    if session.tasks_exceeded():
+        return f"the runner tried to have more than {TASK_LIMIT} processes and threads at once (the ones past it were refused)"
+    return ""
 
 
 def _free_device_memory(device: str) -> None:

@@ -130,6 +130,7 @@ def command(
 
 
 _KEY_LISTINGS = ("/proc/keys", "/proc/key-users")
+_CGROUPS = "/sys/fs/cgroup"
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,11 @@ def _sandbox(found: Isolation) -> list[str]:
     args += [arg for secret in (*_PRIVATE_FILES, *top_files) if os.path.exists(secret)
              for arg in ("--ro-bind", "/dev/null", secret)]
     args += _hide_owner_only()
+    # The host's control groups, every runner's among them: readable, a group's peak memory (which only
+    # ever rises and outlives each evaluation) carried a number from one candidate to the next, and
+    # showed other runners' groups live. The runner's own limits hold from outside; it needs none of it.
+    if os.path.isdir(_CGROUPS):
+        args += [*_tmpfs(found, _CGROUPS, _EMPTIED_MIB), "--remount-ro", _CGROUPS]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
     if found.unprivileged_user:

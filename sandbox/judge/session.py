@@ -305,7 +305,7 @@ class RunnerSession:
             path = native.library(
                 name=str(request.get("name", "kernel"))[:64], source=str(request.get("source", "")),
                 lang=str(request.get("lang", "cpp")), flags=[str(f) for f in request.get("flags") or []],
-                openmp=bool(request.get("openmp", True)), wrap=isolation.compiler_command,
+                openmp=bool(request.get("openmp", True)), wrap=self._compiler_command,
             )
         except native.BuildError as exc:
             self.build_records.extend(native.BUILD_RECORDS[before:])
@@ -314,6 +314,13 @@ class RunnerSession:
             return {"op": "build_failed", "log": str(exc)}
         self.build_records.extend(native.BUILD_RECORDS[before:])
         return {"op": "built", "path": str(path)}
+
+    def _compiler_command(self, command: list[str], work: Path) -> list[str]:
+        """The candidate's compiler, sandboxed, and in the runner's memory group where it has one: what
+        the compiler holds counts against the candidate's limit with the rest of its memory (a
+        red-team source had the compiler hold 0.8 GB beside a runner already at its limit)."""
+        wrapped = isolation.compiler_command(command, work)
+        return self.memory.enter(wrapped) if self.memory is not None else wrapped
 
     # -- the channel ------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""System calls no candidate needs and that reach past every namespace: refused before it loads.
+"""System calls no candidate needs and that reach past every namespace or limit: refused before it loads.
 
 The kernel's keyrings are not namespaced the way files, processes and the network are. A red-team
 kernel whose user namespace mapped it to root read the host root's keyrings in /proc/keys, linked
@@ -7,6 +7,11 @@ back in the next evaluation: a channel from one candidate to the next, and betwe
 the base it is timed beside. A seccomp filter that answers `add_key`, `request_key` and `keyctl`
 with EPERM closes the class: no keyring can be made, read or linked, whatever the sandbox looks
 like (bubblewrap or none, as on a GPU host without it).
+
+Sockets other than Unix ones go the same way. The runner has no network, but its namespace has a
+loopback: a red-team kernel parked 1.1 GB in TCP buffers there, memory that no process maps and
+that cgroup v1 charges to no group unless its TCP accounting is on, past the memory limit. A kernel
+needs no socket but the runner's own, which is a Unix one.
 
 The filter is classic BPF, written out here (no libseccomp in the runner's reach). It is installed
 by the runner itself before any candidate code runs, with no_new_privs set (the kernel requires
@@ -21,49 +26,72 @@ import ctypes
 import errno
 import platform
 import struct
+from dataclasses import dataclass
 
-# Per machine: (audit architecture, the key system calls' numbers, mask applied to the number first).
-# x86-64's x32 ABI sets bit 30 of the number; the mask folds it onto the 64-bit numbers.
-_ABIS: dict[str, list[tuple[int, tuple[int, ...], int]]] = {
-    "x86_64": [(0xC000003E, (248, 249, 250), 0xBFFFFFFF),  # add_key, request_key, keyctl
-               (0x40000003, (286, 287, 288), 0xFFFFFFFF)],  # the same through i386's ABI
-    "aarch64": [(0xC00000B7, (217, 218, 219), 0xFFFFFFFF),
-                (0x40000028, (309, 310, 311), 0xFFFFFFFF)],  # arm32 compat
+@dataclass(frozen=True)
+class _Abi:
+    """One way into the kernel on a machine: its audit architecture, the mask applied to a call's
+    number first (x86-64's x32 ABI sets bit 30; the mask folds it onto the 64-bit numbers), the calls
+    refused outright, and `socket`'s number (only Unix sockets are allowed)."""
+
+    arch: int
+    mask: int
+    refused: tuple[int, ...]
+    socket: int
+
+
+_ABIS: dict[str, list[_Abi]] = {
+    # add_key, request_key, keyctl; then i386's, where `socketcall` (102) multiplexes every socket call
+    # behind a pointer no filter can read, and is refused whole.
+    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250), 41),
+               _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102), 359)],
+    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219), 198),
+                _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311), 281)],  # arm32 compat
 }
 
 _LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
-_ARCH_AT, _NR_AT = 4, 0  # offsets in struct seccomp_data
+_ARCH_AT, _NR_AT, _ARG0_AT = 4, 0, 16  # offsets in struct seccomp_data (the first argument's low word)
+_AF_UNIX = 1
 _ALLOW = 0x7FFF0000
 _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 
 def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions; empty where the machine's numbers are not known."""
+    """The filter as (code, jt, jf, k) instructions; empty where the machine's numbers are not known.
+
+    Per ABI: compare the architecture (another: the next ABI's block), load the call's number, mask
+    it, refuse the listed calls; `socket` goes on to its first argument, the domain, which must be
+    AF_UNIX. Jumps are written to labels and resolved to the forward offsets BPF takes."""
     abis = _ABIS.get(machine or platform.machine(), [])
     if not abis:
         return []
-    # Each ABI: compare the architecture, load the number, mask it, compare with each key call.
-    blocks = []
-    for arch, numbers, mask in abis:
-        body = [(_LD_W_ABS, 0, 0, _NR_AT), (_AND_K, 0, 0, mask)] + [(_JEQ_K, -1, 0, n) for n in numbers]
-        body.append((_RET_K, 0, 0, _ALLOW))  # this ABI, another call
-        blocks.append([(_JEQ_K, 0, len(body), arch), *body])
-    code = [(_LD_W_ABS, 0, 0, _ARCH_AT)]
-    for block in blocks:
-        code += block
-        code.append((_LD_W_ABS, 0, 0, _ARCH_AT))  # the next block compares the architecture again
-    code[-1] = (_RET_K, 0, 0, _ALLOW)  # an architecture not listed: nothing to filter
-    deny_at = len(code)
+    code: list[tuple[int, int | str, int | str, int]] = []
+    labels: dict[str, int] = {}
+    for i, abi in enumerate(abis):
+        labels[f"abi{i}"] = len(code)
+        code += [(_LD_W_ABS, 0, 0, _ARCH_AT), (_JEQ_K, 0, f"abi{i + 1}", abi.arch),
+                 (_LD_W_ABS, 0, 0, _NR_AT), (_AND_K, 0, 0, abi.mask)]
+        code += [(_JEQ_K, "deny", 0, n) for n in abi.refused]
+        code += [(_JEQ_K, f"socket{i}", 0, abi.socket), (_RET_K, 0, 0, _ALLOW)]
+        labels[f"socket{i}"] = len(code)
+        code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
+    labels[f"abi{len(abis)}"] = labels["allow"] = len(code)  # an architecture not listed: nothing to filter
+    code.append((_RET_K, 0, 0, _ALLOW))
+    labels["deny"] = len(code)
     code.append((_RET_K, 0, 0, _DENY))
-    return [(c, deny_at - i - 1 if jt == -1 else jt, jf, k) for i, (c, jt, jf, k) in enumerate(code)]
+
+    def offset(at: int, target: int | str) -> int:
+        return labels[target] - at - 1 if isinstance(target, str) else target
+
+    return [(c, offset(i, jt), offset(i, jf), k) for i, (c, jt, jf, k) in enumerate(code)]
 
 
 def install() -> str:
     """Install the filter in this process (and all it starts later); what was done, in words."""
     instructions = program()
     if not instructions:
-        return f"no key-call filter: the numbers of {platform.machine()} are not known here"
+        return f"no system-call filter: the numbers of {platform.machine()} are not known here"
     raw = b"".join(struct.pack("HBBI", *ins) for ins in instructions)
     buffer = ctypes.create_string_buffer(raw, len(raw))
 
@@ -74,5 +102,5 @@ def install() -> str:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        return f"no key-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
-    return "key calls refused (seccomp)"
+        return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
+    return "key calls and sockets other than Unix ones refused (seccomp)"

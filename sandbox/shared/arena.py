@@ -12,6 +12,7 @@ copies of what it must compare against.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import mmap
 import os
@@ -72,8 +73,11 @@ class Arena:
     @classmethod
     def create(cls, size: int) -> Arena:
         size = max(ALIGN, align(size))
-        fd = os.memfd_create("ks-arena", os.MFD_CLOEXEC)
+        fd = os.memfd_create("ks-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(fd, size)
+        # Its size for good: a runner that shrank the memfd it was handed made the judge's next read of
+        # the mapping a SIGBUS, and killed the judge (as a paired base, the honest candidate's verdict).
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         return cls(fd, size)
 
     @classmethod
