@@ -474,7 +474,7 @@ class _Worker:
         except (BrokenPipeError, OSError):
             pass  # it died while waiting; the read loop sees EOF and reports a crash
         buffer = bytearray()  # appended in place: a line of hundreds of MB must not be copied per chunk
-        shared_share = _TreeMemory()
+        tree_memory = _TreeMemory()
         selector = selectors.DefaultSelector()
         selector.register(self.read_fd, selectors.EVENT_READ)
         try:
@@ -485,7 +485,7 @@ class _Worker:
                     _kill_group(self.proc)
                     break
                 if memory_limit_mb:
-                    used = shared_share.used_mb(self.proc.pid, memory_limit_mb)
+                    used = tree_memory.used_mb(self.proc.pid, memory_limit_mb)
                     if used > memory_limit_mb:
                         outcome.memory_mb = used
                         outcome.last_phase = phase
