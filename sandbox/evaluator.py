@@ -353,13 +353,17 @@ def tree_rss_mb(root: int) -> float:
 
 class _TreeMemory:
     """The worker tree's memory as the limit sees it, read every 0.2 s: the resident sum where it is
-    under the limit, else the proportional sum, read at most every `PSS_EVERY_S` (between reads, what
-    the resident sum grew since the last one is added whole). Reading the proportional set walks each
-    process's page tables under its memory-map lock, and a kernel that forked enough children to keep
-    the resident sum over the limit had it read five times a second: the judge's reference, whose
-    allocations wait on that lock, was slowed 30x on a small shape and the candidate's speed-up with it."""
+    under the limit, else the proportional sum (shared pages divided). Reading that walks each
+    process's page tables under its memory-map lock: a kernel that forked enough children to keep
+    the resident sum over the limit had it read five times a second, and the judge's reference, whose
+    allocations wait on that lock, was slowed 30x on a small shape, the candidate's speed-up with it.
+    So it is read every `PSS_EVERY_S`; in between, the resident sum's growth since the last read is
+    added whole, and where that estimate passes the limit the sum is read again, at most every
+    `PSS_SOON_S`, before anything is stopped (a pool forked in stages is charged its parent's pages
+    once, not once per worker)."""
 
     PSS_EVERY_S = 2.0
+    PSS_SOON_S = 0.5
 
     def __init__(self) -> None:
         self.read_at = -math.inf
@@ -370,9 +374,12 @@ class _TreeMemory:
         if rss <= limit_mb:
             return rss
         now = time.monotonic()
-        if now - self.read_at >= self.PSS_EVERY_S:
+        estimate = self.pss_mb + max(0.0, rss - self.rss_then_mb)
+        since = now - self.read_at
+        if since >= self.PSS_EVERY_S or (estimate > limit_mb and since >= self.PSS_SOON_S):
             self.read_at, self.pss_mb, self.rss_then_mb = now, tree_pss_mb(root), rss
-        return self.pss_mb + max(0.0, rss - self.rss_then_mb)
+            return self.pss_mb
+        return min(estimate, limit_mb)  # over only on a fresh reading
 
 
 def _rss_bytes(pid: int) -> int:

@@ -514,7 +514,7 @@ def test_the_key_system_calls_are_refused_to_the_runner_and_all_it_starts() -> N
         "print('child', child.stdout.strip())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
-    assert "key calls, io_uring and sockets other than Unix ones refused (seccomp)" in out, out
+    assert "key calls, io_uring, perf events and sockets other than Unix ones refused (seccomp)" in out, out
     assert f"keyctl -1 {errno.EPERM}" in out and f"add_key -1 {errno.EPERM}" in out, out
     assert "getpid True" in out and "child 1" in out, out
 
@@ -542,12 +542,16 @@ def test_the_runner_may_open_unix_sockets_only() -> None:
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "params = ctypes.create_string_buffer(120)\n"
         "print('io_uring', libc.syscall(425, 8, params), ctypes.get_errno())\n"
+        "attr = ctypes.create_string_buffer(128); attr[4] = 128  # perf_event_attr: a software clock event\n"
+        "nr = {'x86_64': 298, 'aarch64': 241}[platform.machine()]\n"
+        "print('perf', libc.syscall(nr, attr, 0, -1, -1, 0), ctypes.get_errno())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     assert "AF_UNIX opened" in out and "pair 1 b'x'" in out, out
     for family in ("AF_INET", "AF_INET6", "AF_NETLINK"):
         assert f"{family} refused {errno.EPERM}" in out, out
     assert f"io_uring -1 {errno.EPERM}" in out, out  # its requests would pass the filter unseen
+    assert f"perf -1 {errno.EPERM}" in out, out  # its ring buffers are charged to no memory group
 
 
 def test_the_runner_cannot_list_the_hosts_keys() -> None:
@@ -609,4 +613,4 @@ def test_the_key_calls_are_refused_through_the_other_abi_too(tmp_path: Path) -> 
         "print('i386', lib.key_i386())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe, str(lib)], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert "key calls, io_uring and sockets other than Unix ones refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr
+    assert "key calls, io_uring, perf events and sockets other than Unix ones refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr
