@@ -111,6 +111,7 @@ CHEATS = [
     ("persist", "vector_add", "rt_persist_keyring", "check", {Status.runtime_error}, None),
     # Memory outside every group and every resident set: the runner may open no TCP socket.
     ("persist", "vector_add", "rt_memory_tcp_park", "check", {Status.runtime_error}, None),
+    ("persist", "vector_add", "rt_memory_pipe_park", "check", {Status.runtime_error, Status.resource_limit}, None),
     # 7. the reference is computed and timed by the judge only
     ("reference", "softmax", "rt_reference_zero_softmax", "check", {Status.wrong_output}, None),
     ("reference", "vector_add", "rt_reference_zero_add", "check", {Status.wrong_output}, None),

@@ -46,11 +46,8 @@ class CpuAccount:
             parent = root / _own_group(kind, "cpuacct").lstrip("/")
             if not (parent / usage).is_file() and not (kind == "v2" and (parent / "cgroup.procs").is_file()):
                 continue
-            _remove_stale(parent)
-            path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
-            try:
-                path.mkdir()
-            except OSError:
+            path = _new_group(parent)
+            if path is None:
                 continue
             account = cls(kind, path)
             if account.used_s() is None:
@@ -60,7 +57,7 @@ class CpuAccount:
         return None
 
     def enter(self, command: list[str]) -> list[str]:
-        return _enter(self.path, command)
+        return enter([self], command)
 
     def used_s(self) -> float | None:
         """CPU seconds every task of the group has used since it was made, live or gone."""
@@ -119,42 +116,32 @@ class LimitGroup:
             found = (cpu.path / limit_of.cap[1]).is_file()
             return cls(limit_of, "v2", cpu.path, owned=False) if found else None
         parent = Path("/sys/fs/cgroup") / limit_of.controller / _own_group("v1", limit_of.controller).lstrip("/")
-        if not (parent / "cgroup.procs").is_file():
-            return None
-        _remove_stale(parent)
-        path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
-        try:
-            path.mkdir()
-        except OSError:
+        path = _new_group(parent) if (parent / "cgroup.procs").is_file() else None
+        if path is None:
             return None
         if not (path / limit_of.cap[0]).is_file():  # a hierarchy's root has no cap file; its groups do
             _remove(path, 0)
             return None
         return cls(limit_of, "v1", path)
 
-    def _file(self, names: tuple[str | None, str | None]) -> Path | None:
-        name = names[0 if self.kind == "v1" else 1]
-        return self.path / name if name else None
+    def _name(self, names: tuple[str, str] | tuple[str | None, str | None]) -> str | None:
+        return names[0 if self.kind == "v1" else 1]
 
     def enter(self, command: list[str]) -> list[str]:
-        return _enter(self.path, command) if self.owned else command
+        return enter([self], command)
 
     def cap(self, value: int) -> bool:
         """Set the cap (bytes, or tasks); False where the host refuses."""
-        path = self._file(self.limit_of.cap)
         try:
-            assert path is not None
-            path.write_text(str(int(value)))
+            (self.path / str(self._name(self.limit_of.cap))).write_text(str(int(value)))
         except OSError:
             return False
         return True
 
     def hits(self) -> int:
         """How often the cap refused: tasks killed for memory, forks refused (0 where unreadable)."""
-        path = self._file(self.limit_of.events)
         try:
-            assert path is not None
-            for line in path.read_text().splitlines():
+            for line in (self.path / str(self._name(self.limit_of.events))).read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == self.limit_of.key:
                     return int(value)
@@ -164,9 +151,9 @@ class LimitGroup:
 
     def peak(self) -> int | None:
         """The most the group held at once (bytes, or tasks), where the host keeps that figure."""
-        path = self._file(self.limit_of.peak)
+        name = self._name(self.limit_of.peak)
         try:
-            return int(path.read_text()) if path is not None else None
+            return int((self.path / name).read_text()) if name else None
         except (OSError, ValueError):
             return None
 
@@ -175,11 +162,26 @@ class LimitGroup:
             _remove(self.path, wait_s)
 
 
-def _enter(group: Path, command: list[str]) -> list[str]:
-    """`command`, started from inside `group`: the shell puts itself in, then becomes it, so that every
-    process the command starts is born there (nothing runs outside it first)."""
-    procs = shlex.quote(str(group / "cgroup.procs"))
-    return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "ks-runner", *command]
+def enter(groups: list[CpuAccount | LimitGroup], command: list[str]) -> list[str]:
+    """`command`, started from inside each of `groups` (one shell puts itself in every one, then
+    becomes the command), so that every process the command starts is born there (nothing runs
+    outside them first). A group that is another's directory (v2's shared one) is entered once."""
+    paths = list(dict.fromkeys(g.path for g in groups if not isinstance(g, LimitGroup) or g.owned))
+    if not paths:
+        return command
+    moves = " && ".join(f"echo $$ > {shlex.quote(str(path / 'cgroup.procs'))}" for path in paths)
+    return ["/bin/sh", "-c", f'{moves} && exec "$@"', "ks-runner", *command]
+
+
+def _new_group(parent: Path) -> Path | None:
+    """A new, empty group below `parent` (stale ones of gone judges cleared first), or None."""
+    _remove_stale(parent)
+    path = parent / f"ks-runner-{os.getpid()}-{next(_COUNTER)}"
+    try:
+        path.mkdir()
+    except OSError:
+        return None
+    return path
 
 
 def _remove(group: Path, wait_s: float) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox import native
-from sandbox.judge import isolation, procs
+from sandbox.judge import cgroups, isolation, procs
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
@@ -144,9 +144,7 @@ class RunnerSession:
         self.tasks = LimitGroup.create(TASKS, self.account)
         if self.tasks is not None and not self.tasks.cap(TASK_LIMIT):
             self.tasks = None
-        for group in (self.memory, self.tasks, self.account):
-            if group is not None:
-                command = group.enter(command)
+        command = cgroups.enter([g for g in (self.account, self.memory, self.tasks) if g is not None], command)
         self.memory_limit_mb: int | None = None
         with open(log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
@@ -487,9 +485,7 @@ class RunnerSession:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("runner %s did not exit", self.proc.pid)
-        if self.account is not None:
-            self.account.remove()
-        for group in (self.memory, self.tasks):
+        for group in (self.account, self.memory, self.tasks):
             if group is not None:
                 group.remove()
 
