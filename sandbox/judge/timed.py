@@ -54,10 +54,14 @@ BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
 BOUND_FACTOR = {"cpu": 1.4, "gpu": 1.25}
 BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
 # How far the runner's own work around the calls (the calibrated overhead) may have slowed since it was
-# calibrated, as a share of it: a shared CPU's speed moves by tens of percent from one second to the
-# next, and where the runner builds inputs from recipes its overhead is several times a small kernel's
-# time. Nothing on a GPU, whose overhead is launches and events: there a share of it could hide a kernel.
-OVERHEAD_DRIFT = {"cpu": 0.25, "gpu": 0.0}
+# calibrated, as a share of it. Where a CPU runner builds inputs from recipes that work (a blend and a
+# digest per call) is memory-bound and five to six times a small kernel's time, and from one
+# evaluation to the next it was seen 40-65% slower while timing than at calibration, on an idle host
+# and beside another process streaming memory (an honest vector_add refused in CI, 1 run in 3 beside
+# the copier; `tests/test_redteam.py`). On the CPU the figures never fall below the judge's clocks
+# (`_sample`), so this widens only the rejection of gross forgeries. Nothing on a GPU, whose overhead
+# is launches and events: there a share of it could hide a kernel.
+OVERHEAD_DRIFT = {"cpu": 1.0, "gpu": 0.0}
 # A shape whose timing the judge's clock contradicts is timed on more batches, up to this many, before the
 # contradiction stands: the round trip's noise (a GPU batch carries milliseconds of it) evens out over
 # batches, work hidden from the runner's clock does not.
