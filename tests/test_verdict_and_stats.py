@@ -252,9 +252,15 @@ def test_other_work_on_the_host_is_its_busy_time_less_the_evaluations_own() -> N
         while time.perf_counter() < end:
             pass
 
+    # What the host does besides this test (other tests' leftovers, a shared VM) is measured first over
+    # the same span, idle: the evaluation's own spinning may add nothing much to it.
+    before = HostLoad([])
+    time.sleep(0.3)
+    background = before.other_share()
     quiet = HostLoad([])
     spin(0.3)  # the evaluation's own work is not other work
-    assert quiet.other_share() is not None and quiet.other_share() < 0.15, quiet.other_share()
+    share = quiet.other_share()
+    assert background is not None and share is not None and share < background + 0.15, (share, background)
     # A sandbox whose CPU time cannot be read: no figure rather than a wrong one.
     blind = SimpleNamespace(judge=SimpleNamespace(session=SimpleNamespace(cpu_seconds=lambda: None)))
     assert HostLoad([blind]).other_share() is None  # type: ignore[list-item]
