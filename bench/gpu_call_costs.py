@@ -41,7 +41,6 @@ def measure(problem_name: str, variant: str | None, params: dict[str, Any]) -> d
 
     from sandbox.problem import load_problem
     from sandbox.runner.main import FLUSH_BYTES
-    from sandbox.shared import xorfold
     from sandbox.shared.arena import tensors
     from sandbox.shared.blend import apply_recipe, digest
 
@@ -63,7 +62,6 @@ def measure(problem_name: str, variant: str | None, params: dict[str, Any]) -> d
     return {"problem": problem_name, "variant": variant, "params": params,
             "apply_recipe_us": _median_us(lambda: apply_recipe(work, bases, recipe, [output_path])),
             "digest_us": _median_us(lambda: digest([t for _, t in tensors(out)])),
-            "digest_fold": "triton" if xorfold.available(flush) else "torch",
             "flush_us": _median_us(lambda: flush.zero_()), "kernel_us": _median_us(lambda: kernel(data)),
             "sync_us": _median_us(lambda: None), "launch_us": round(launch, 1)}
 

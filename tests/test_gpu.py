@@ -113,17 +113,16 @@ def test_cuda_build_is_cached_across_workers() -> None:
 
 
 def test_a_gpu_runners_digest_is_the_judges() -> None:
-    # The runner folds on its GPU in one launch where Triton is installed; the judge checks a
-    # delivered output with the torch fold on the host. Both must give the same value.
+    # The runner commits on its GPU; the judge may check a delivered output on the host. Both must
+    # give the same value (integer arithmetic that wraps alike on both).
     import torch
 
-    from sandbox.shared import xorfold
     from sandbox.shared.blend import digest
 
     for numel, dtype in [(64, torch.float32), (4097 * 64 + 5, torch.bfloat16), (3 << 20, torch.float32), (999, torch.float16)]:
         host = torch.randn(numel).to(dtype)
         device = host.cuda()
-        assert digest([device]) == digest([host]), (numel, dtype, xorfold.available(device))
+        assert digest([device]) == digest([host]), (numel, dtype)
 
 
 def test_the_device_arena_is_one_block_two_processes_see() -> None:

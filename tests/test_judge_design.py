@@ -191,6 +191,29 @@ def test_the_digest_commits_to_every_bit() -> None:
     y.view(torch.int32)[123, 4] ^= 1
     assert digest([x]) == digest([x.clone()]) and digest([x]) != digest([y])
     assert digest([x]) != digest([x.flip(0)])  # position-sensitive
+    for numel in (1, 63, 64 * 1024 + 3, 5 << 16):  # a tail only, and trees with odd levels
+        z = torch.randn(numel)
+        flipped = z.clone()
+        flipped.view(torch.int32)[numel // 2] ^= 1
+        assert digest([z]) == digest([z.clone()]) and digest([z]) != digest([flipped]), numel
+
+
+def test_the_digest_is_not_linear_over_the_rows() -> None:
+    # A commitment that combines rows linearly (by xor) can be met by a late output: flip low bits of a
+    # few elements chosen by solving a linear system. For such a fold, the effects of two flips in
+    # different rows add up: f(x) ^ f(x+a) ^ f(x+b) ^ f(x+a+b) is zero. Here it is not, for any two
+    # words of one subtree (rows equal modulo the 64 rows SHA-256 reads), whatever their lanes.
+    from sandbox.shared.blend import LANES, _tree
+
+    rows = torch.randint(-(1 << 62), 1 << 62, (4096, LANES), dtype=torch.int64)
+    for i, j in [(0, 2048), (5, 69), (100, 164), (7, 4039), (63, 4095)]:
+        a, b, both = rows.clone(), rows.clone(), rows.clone()
+        a[i, 3] ^= 1
+        b[j, 9] ^= 1
+        both[i, 3] ^= 1
+        both[j, 9] ^= 1
+        combined = _tree(rows) ^ _tree(a) ^ _tree(b) ^ _tree(both)
+        assert bool(combined.ne(0).any()), (i, j)
 
 
 # -- library use ----------------------------------------------------------------------------------

@@ -12,23 +12,11 @@ announced with, so an output cannot be computed after the timed call returned.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 from typing import Any
 
 import torch
-
-from sandbox.shared import xorfold
-
-
-def _signed32(value: int) -> int:
-    value %= 1 << 32
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-# An odd multiplier and 64 odd column weights, as signed 32-bit values (a fixed pattern: the digest
-# needs no secret, only the exact bytes of the output).
-_MULTIPLIER = _signed32(0x2545F491)
-_WEIGHTS32 = [_signed32(0x9E3779B9 * (2 * i + 1) | 1) for i in range(64)]
 
 
 def flat(tensor: torch.Tensor) -> torch.Tensor:
@@ -81,59 +69,85 @@ def poison(tensor: torch.Tensor) -> None:
         tensor.fill_(-1 if tensor.dtype.is_signed else 0x7F)
 
 
-_WEIGHTS_ON: dict[torch.device, torch.Tensor] = {}
+def _signed64(value: int) -> int:
+    value %= 1 << 64
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _weights(device: torch.device) -> torch.Tensor:
-    """The column weights, copied to a device once (a copy per call would wait for the host)."""
-    if device not in _WEIGHTS_ON:
-        _WEIGHTS_ON[device] = torch.tensor(_WEIGHTS32, dtype=torch.int32, device=device)
-    return _WEIGHTS_ON[device]
+# Odd 64-bit multipliers (splitmix64's), as torch's signed int64 holds them.
+_K1, _K2 = (_signed64(k) for k in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9))
+LANES = 32  # 64-bit words per row of the tree: 256 bytes
+TOP_ROWS = 64  # the tree stops at this many rows (16 KB), which SHA-256 reads whole
 
 
-def _xor_rows(rows: torch.Tensor) -> list[int]:
-    """The xor of all rows: padded with zero rows to a power of two, then halved in place."""
-    count = rows.shape[0]
-    size = 1 << (count - 1).bit_length()
-    if size != count:
-        padded = rows.new_zeros((size, rows.shape[1]))
-        padded[:count] = rows
-        rows = padded
-    while rows.shape[0] > 1:
-        half = rows.shape[0] // 2
-        rows[:half].bitwise_xor_(rows[half:])
-        rows = rows[:half]
-    return [int(w) for w in rows[0].tolist()]
+def _shifted(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """x >> bits with zeros shifted in (torch shifts int64 arithmetically)."""
+    return (x >> bits).bitwise_and_((1 << (64 - bits)) - 1)
 
 
-def _mixed(words: torch.Tensor) -> torch.Tensor:
-    """Each 32-bit word multiplied and xor-shifted (wrapping, arithmetic shift), as a new tensor."""
-    mixed = words * _MULTIPLIER
-    return mixed.bitwise_xor_(mixed >> 15)
+def _mix_(x: torch.Tensor) -> torch.Tensor:
+    """A xor-shift, multiply, xor-shift finaliser, in place: with the multiply of `_node` before it,
+    each output bit of a word depends on every input bit of both words joined."""
+    x.bitwise_xor_(_shifted(x, 29)).mul_(_K2)
+    return x.bitwise_xor_(_shifted(x, 32))
+
+
+def _node(left: torch.Tensor, right: torch.Tensor, level: int) -> torch.Tensor:
+    """Two rows of a level made one: mixed((left * K1) xor right rotated), then each lane xored with
+    the lane a power of two away. The distance doubles with the level, so that within five levels
+    every word of a subtree reaches every lane of its root: no lane can be matched apart from the
+    others. Multiplies, shifts and xors only: a runner's own additions would read, in its samples,
+    as the library sum a problem forbids."""
+    shift = 1 << (level % 5)
+    joined = left * _K1
+    joined.bitwise_xor_(torch.roll(right, shifts=shift, dims=-1))
+    _mix_(joined)
+    return joined.bitwise_xor_(torch.roll(joined, shifts=shift, dims=-1))
+
+
+def _tree(rows: torch.Tensor) -> torch.Tensor:
+    """Rows of 64-bit words halved level by level (row i with row i + half; an odd last row joins the
+    first) until at most TOP_ROWS remain."""
+    level = 0
+    while rows.shape[0] > TOP_ROWS:
+        count = rows.shape[0]
+        half = count // 2
+        joined = _node(rows[:half], rows[half:2 * half], level)
+        if count % 2:
+            joined[:1] = _node(joined[:1], rows[2 * half:], level)
+        rows, level = joined, level + 1
+    return rows
+
+
+def _host_bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's bytes in storage order, on the host."""
+    host = tensor.detach().to("cpu").contiguous()
+    return ctypes.string_at(host.data_ptr(), host.numel() * host.element_size()) if host.numel() else b""
 
 
 def digest(tensors: list[torch.Tensor]) -> str:
-    """A position-sensitive, non-linear digest of the tensors' bytes, computed where they lie.
+    """A commitment to the tensors' bytes, computed where they lie.
 
-    32-bit words are multiplied and xor-shifted (wrapping), weighted by their column among 64, then
-    folded with xor: no sum (a problem may forbid library reductions, and this runs in the runner).
-    A GPU runner commits to every call's output with it, inside the judge's clock, so it costs a
-    few launches per halving of the rows (xor folds in any order to the same value).
+    The bytes, as rows of 32 64-bit words, are joined pairwise by a non-linear mix (multiply, xor,
+    rotate lanes, xor-shift and multiply) level by level down to 64 rows, which SHA-256 reads with
+    the leftover bytes and the length. No step is linear over the rows: a fold that combined the
+    rows' mixed words by xor (this digest's earlier form) let a runner announce the digest of
+    garbage, compute the true output only when the judge asked for it, and flip low bits of a few
+    elements, chosen by solving a linear system, until the late output matched. Here each of the
+    64 rows SHA-256 reads is a non-linear mix of its whole subtree, 2048 bits wide; a late output
+    would have to meet all 64 exactly. On a GPU it costs a dozen launches per level (a level per
+    halving above 16 KB) and a 16 KB copy to the host.
     """
     parts = []
     for tensor in tensors:
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        usable = raw.numel() // 4 * 4
-        full = usable // 4 // 64 * 64  # words in whole rows of 64
-        folded: list[int] = [0] * 64
-        if full and xorfold.available(tensor):
-            folded = xorfold.fold(raw[:full * 4].view(torch.int32), _MULTIPLIER, _weights(tensor.device))
-            tail = _mixed(raw[full * 4:usable].view(torch.int32))
-        else:
-            mixed = _mixed(raw[:usable].view(torch.int32))
-            if full:
-                folded = _xor_rows(mixed[:full].view(-1, 64).mul_(_weights(tensor.device)))
-            tail = mixed[full:]
-        words = [w & 0xFFFFFFFF for w in folded + tail.tolist()] + raw[usable:].tolist()
-        parts.append(hashlib.sha256(repr((words, raw.numel())).encode()).hexdigest()[:32])
+        full = raw.numel() // (8 * LANES) * (8 * LANES)
+        head = b""
+        if full:
+            words = raw[:full]
+            if words.data_ptr() % 8:
+                words = words.clone()
+            head = _host_bytes(_tree(words.view(torch.int64).view(-1, LANES)))
+        tail = _host_bytes(raw[full:])
+        parts.append(hashlib.sha256(head + tail + raw.numel().to_bytes(8, "little")).hexdigest()[:32])
     return "/".join(parts)
