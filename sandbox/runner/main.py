@@ -230,9 +230,9 @@ class Runner:
         from sandbox.shared.arena import tensors
 
         if not self.copy_outputs:
-            mine = {t.untyped_storage().data_ptr() for _, t in tensors(out) if t.numel()}
+            mine = _spans(out)
             for i, kept in self.kept.items():
-                if mine & {t.untyped_storage().data_ptr() for _, t in tensors(kept) if t.numel()}:
+                if _overlap(mine, _spans(kept)):
                     self.overwritten.add(i)
                     self.copy_outputs = True
         if not self.copy_outputs:
@@ -397,6 +397,27 @@ def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
     held = [torch.empty(size, dtype=torch.uint8, device=device) for _ in range(blocks)]
     for block in held:
         block.fill_(0xFF)
+
+
+def _spans(data: Any) -> list[tuple[int, int]]:
+    """The byte ranges [start, end) a structure's tensors cover, by where their elements lie: slices of
+    one workspace are apart unless their bytes meet (a kernel that hands out distinct slices of a
+    persistent ring overwrites nothing)."""
+    from sandbox.shared.arena import tensors
+
+    spans = []
+    for _, tensor in tensors(data):
+        if not tensor.numel():
+            continue
+        reach = sum((n - 1) * abs(st) for n, st in zip(tensor.shape, tensor.stride(), strict=True))
+        low = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True) if st < 0)
+        start = tensor.data_ptr() + low * tensor.element_size()
+        spans.append((start, start + (reach + 1) * tensor.element_size()))
+    return spans
+
+
+def _overlap(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> bool:
+    return any(a < d and c < b for a, b in first for c, d in second)
 
 
 def _map_tensors(data: Any, fn: Any) -> Any:

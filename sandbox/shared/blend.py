@@ -106,15 +106,16 @@ def _node(left: torch.Tensor, right: torch.Tensor, level: int) -> torch.Tensor:
 
 
 def _tree(rows: torch.Tensor) -> torch.Tensor:
-    """Rows of 64-bit words halved level by level (row i with row i + half; an odd last row joins the
-    first) until at most TOP_ROWS remain."""
+    """Rows of 64-bit words halved level by level (row 2i with row 2i + 1; an odd last row passes up
+    as it is) until at most TOP_ROWS remain. Neighbours join, so every subtree is a run of whole rows:
+    a kernel on a GPU can fold a block of them where it lies and come to the same value."""
     level = 0
     while rows.shape[0] > TOP_ROWS:
         count = rows.shape[0]
-        half = count // 2
-        joined = _node(rows[:half], rows[half:2 * half], level)
+        even = count // 2 * 2
+        joined = _node(rows[0:even:2], rows[1:even:2], level)
         if count % 2:
-            joined[:1] = _node(joined[:1], rows[2 * half:], level)
+            joined = torch.cat([joined, rows[even:]])
         rows, level = joined, level + 1
     return rows
 
