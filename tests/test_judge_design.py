@@ -385,6 +385,21 @@ def test_the_judges_clock_bounds_what_the_runner_reports() -> None:
     assert caught.value.rule == "timing-contradicted" and "outside the measured region" in caught.value.reason
 
 
+def test_a_runner_path_cheaper_than_its_calibration_is_refused_on_the_cpu() -> None:
+    # The no-op's path cost 8 ms a batch of 4 (2 ms a call). An honest batch costs that and the kernel;
+    # one whose runner skipped half its own work saw its round trips fall 1 ms a call below it.
+    from sandbox.judge.timed import overhead_floor
+
+    calibration = Calibration(batch=4, overhead_us=8000.0, spread_us=200.0, samples_us=[8000.0] * 5)
+    overhead_floor([400.0] * 3, [600.0, 300.0, 500.0], [4] * 3, calibration, "cpu")  # at or above: honest
+    overhead_floor([400.0] * 3, [-1200.0, -1000.0, -1500.0], [4] * 3, calibration, "cpu")  # noise: a fifth below
+    with pytest.raises(IntegrityViolation) as caught:
+        overhead_floor([4.0] * 3, [-4000.0, -3800.0, -4200.0], [4] * 3, calibration, "cpu")
+    assert caught.value.rule == "overhead-shortened" and caught.value.detail is not None
+    # A GPU's calibration has not been measured against honest kernels: no floor there yet.
+    overhead_floor([4.0] * 3, [-4000.0] * 3, [4] * 3, calibration, "gpu")
+
+
 def test_on_the_cpu_a_round_trip_delayed_by_the_host_is_not_blamed_on_the_runner() -> None:
     # The round trips grow by 2 ms per call while the runner's processes used no more CPU than the
     # no-op: other work on the host held the cores. Work hidden from the runner's clock costs CPU.

@@ -472,7 +472,7 @@ def _retry_once(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return run()
     except IntegrityViolation as exc:
-        if exc.rule != "timing-contradicted":
+        if exc.rule not in ("timing-contradicted", "overhead-shortened"):
             raise
         first = exc.reason
     stats = run()

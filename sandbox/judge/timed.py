@@ -62,6 +62,14 @@ BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
 # (`_sample`), so this widens only the rejection of gross forgeries. Nothing on a GPU, whose overhead
 # is launches and events: there a share of it could hide a kernel.
 OVERHEAD_DRIFT = {"cpu": 1.0, "gpu": 0.0}
+# How far below its calibration the runner's own work around a call may fall, as a share of the
+# calibrated overhead (CPU): that work is the no-op's path, which only the candidate's code can make
+# cheaper for its own calls (red-team round 12 swapped the recipe path's digest, about half of that
+# path's work, for an exact C++ copy and reported 1 µs a call, the judge's floors at zero). Honest
+# kernels, idle and beside a busy and a memory-streaming process, put their batches' median at -0.06 to
+# +6.5 of it (vector_add and softmax, arena and recipe paths, 12 evaluations; docs/BENCHMARKS.md, seventh
+# session). A path shortened by less than this share goes unseen. On a GPU: not yet measured, so not applied.
+OVERHEAD_FLOOR_SHARE = {"cpu": 0.25}
 # A shape whose timing the judge's clock contradicts is timed on more batches, up to this many, before the
 # contradiction stands: the round trip's noise (a GPU batch carries milliseconds of it) evens out over
 # batches, work hidden from the runner's clock does not.
@@ -294,6 +302,7 @@ class Track:
     samples: list[float] = field(default_factory=list)  # per batch of timed calls: the mean per call
     reported: list[float] = field(default_factory=list)  # per batch: the runner's sum
     judged: list[float] = field(default_factory=list)  # per batch: the judge's round trip less the overhead
+    beyond: list[float] = field(default_factory=list)  # the same, not clamped at zero (below: the runner's path shortened)
     # per batch: CPU time the runner's sandbox used, less the no-op's (CPU target; empty: unreadable)
     cpu_judged: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
@@ -346,6 +355,7 @@ class Track:
             # another call of its batch, the batch's total is what the judge's clock bounds.
             reported = sum(c.reported_us for c in calls)
             judged = max(0.0, rtt - self.calibration.overhead_us)
+            self.beyond.append(rtt - self.calibration.overhead_us)
             cpu, overhead = judge.session.batch_cpu_us, self.calibration.cpu_overhead_us
             cpu_judged = max(0.0, cpu - overhead) if cpu is not None and overhead is not None else None
             self.samples.append(_sample(reported, judged, self.calibration, self.judge.device, cpu_judged) / len(calls))
@@ -384,6 +394,7 @@ class Track:
 
     def _bound(self) -> dict[str, Any]:
         cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.judged) else None
+        overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
         return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
                               cpu_judged=cpu, cores=_cores())
 
@@ -669,6 +680,32 @@ def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int],
             return detail
         reason += f", and its processes used {cpu:.1f} µs of CPU per call beyond the no-op's (at most {cpu_allowed:.1f})"
     raise IntegrityViolation("timing-contradicted", reason + ": work done outside the measured region", detail)
+
+
+def overhead_floor(reported: list[float], beyond: list[float], sizes: list[int], calibration: Calibration,
+                   kind: str) -> None:
+    """The runner's own work around its calls (what the judge's clock saw beyond the runner's figures)
+    may not fall far below the calibrated no-op's: per call, the median over batches of the round
+    trip less the overhead and less the runner's figure must stay above a share of the overhead and
+    the calibration's spread. Below, the candidate's code made the runner's path cheaper for its own
+    calls than the path it was calibrated on, and a figure built on that subtraction means nothing
+    (`overhead-shortened`). A faster kernel cannot get there: its time is in the runner's figure."""
+    share = OVERHEAD_FLOOR_SHARE.get(kind)
+    if share is None or not beyond:
+        return
+    per_call = statistics.median((b - r) / n for b, r, n in zip(beyond, reported, sizes, strict=True))
+    batch = statistics.median(sizes)
+    floor = -(share * calibration.overhead_us + 1.5 * calibration.spread_us) / batch
+    if per_call >= floor:
+        return
+    raise IntegrityViolation(
+        "overhead-shortened",
+        f"the runner's own work around each call took {-per_call:.1f} µs less than the calibrated no-op's "
+        f"({calibration.overhead_us / batch:.1f} µs a call; at most {-floor:.1f} µs less is noise): the runner's "
+        "path was changed for the candidate's calls, so the judge's clock cannot bound their figures",
+        {"per_call_beyond_us": round(per_call, 1), "floor_us": round(floor, 1),
+         "overhead_per_call_us": round(calibration.overhead_us / batch, 1)},
+    )
 
 
 def _cores() -> int:
