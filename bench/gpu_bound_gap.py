@@ -4,7 +4,7 @@ calibration's no-op, step by step, as the runner's batch runs them.
     python bench/gpu_bound_gap.py [--problem fp8_blockscale_gemm] [--variant triton] [--shape m=1024,n=7168,k=2048]
 
 The judge bounds a GPU runner's figure (device events around one call, after an L2 flush) with its
-own clock around whole batches, less the no-op's overhead (sandbox/judge/timed.py's bound_by_judge).
+own clock around whole batches, less the no-op's overhead (sandbox/judge/bound.py's bound_by_judge).
 A kernel whose wall time exceeds no-op + events by more than the allowance is rejected
 `timing-contradicted`. This runs a batch's calls the way sandbox/runner/main.py's on_batch does
 (inputs from recipes built first, then per call: sync, flush, events around the call, sync, the

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from sandbox.integrity import IntegrityViolation
-from sandbox.judge import isolation, libwatch, timed
-from sandbox.judge.timed import Calibration, bound_by_judge
+from sandbox.judge import bound, isolation, libwatch, timed
+from sandbox.judge.bound import Calibration, bound_by_judge
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
 from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode
@@ -388,7 +388,7 @@ def test_the_judges_clock_bounds_what_the_runner_reports() -> None:
 def test_a_runner_path_cheaper_than_its_calibration_is_refused_on_the_cpu() -> None:
     # The no-op's path cost 8 ms a batch of 4 (2 ms a call). An honest batch costs that and the kernel;
     # one whose runner skipped half its own work saw its round trips fall 1 ms a call below it.
-    from sandbox.judge.timed import overhead_floor
+    from sandbox.judge.bound import overhead_floor
 
     calibration = Calibration(batch=4, overhead_us=8000.0, spread_us=200.0, samples_us=[8000.0] * 5)
     overhead_floor([400.0] * 3, [600.0, 300.0, 500.0], [4] * 3, calibration, "cpu")  # at or above: honest
@@ -477,9 +477,9 @@ def test_a_batchs_figure_on_the_cpu_is_never_below_what_its_cpu_time_shows() -> 
     # two cores, while the round trip's noise hid it: the figure is at least 4.5 ms less the noise.
     calibration = Calibration(batch=1, overhead_us=6000.0, spread_us=20000.0, samples_us=[6000.0] * 5,
                               cpu_overhead_us=800.0, cpu_spread_us=100.0)
-    figure = timed._sample(1000.0, 0.0, calibration, "cpu", cpu_judged=9000.0)
-    assert figure == pytest.approx(9000.0 / timed._cores() - 150.0)
-    assert timed._sample(1000.0, 0.0, calibration, "cuda", cpu_judged=9000.0) == 1000.0
+    figure = bound.batch_figure(1000.0, 0.0, calibration, "cpu", cpu_judged=9000.0)
+    assert figure == pytest.approx(9000.0 / bound.cores() - 150.0)
+    assert bound.batch_figure(1000.0, 0.0, calibration, "cuda", cpu_judged=9000.0) == 1000.0
 
 
 def test_the_cpu_time_of_a_process_is_read_to_the_microsecond() -> None:
@@ -497,7 +497,7 @@ def test_the_cpu_time_of_a_process_is_read_to_the_microsecond() -> None:
 def _track(reported: list[float], judged: list[float]) -> timed.Track:
     judge = SimpleNamespace(device="cuda")
     calibration = Calibration(batch=4, overhead_us=1000.0, spread_us=80.0, samples_us=[1000.0] * 7)
-    return timed.Track(judge, None, calibration, warmup=0, reported=list(reported), judged=list(judged),  # type: ignore[arg-type]
+    return timed.Track(judge, None, calibration, warmup=0, reported=list(reported), beyond=list(judged),  # type: ignore[arg-type]
                        sizes=[4] * len(reported))
 
 
@@ -507,14 +507,14 @@ def test_a_contradiction_is_measured_on_more_batches_before_it_stands() -> None:
     noisy = _track([400.0] * 3, [2400.0, 2600.0, 420.0])
     assert not noisy.settled()
     noisy.reported += [400.0] * 4
-    noisy.judged += [430.0, 410.0, 440.0, 425.0]
+    noisy.beyond += [430.0, 410.0, 440.0, 425.0]
     noisy.sizes += [4] * 4
     assert noisy.settled()
     # Work hidden from the runner's clock delays every batch: after the most batches, it stands.
     forger = _track([40.0] * 3, [4000.0] * 3)
     while not forger.settled():
         forger.reported.append(40.0)
-        forger.judged.append(4000.0)
+        forger.beyond.append(4000.0)
         forger.sizes.append(4)
     assert len(forger.sizes) == timed.BOUND_MAX_BATCHES
     with pytest.raises(IntegrityViolation) as caught:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import native
-from sandbox.judge import isolation, timed
+from sandbox.judge import bound, isolation, timed
 from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
 from sandbox.judge.libwatch import LibraryWatch, patterns_for
 from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
@@ -433,7 +433,7 @@ class Evaluation:
                 reference = timed.time_reference(self.judge, shape, policy)
                 if self.session is not None:
                     try:
-                        timed.stayed_still(self.session, stopped, "while the reference was timed")
+                        bound.stayed_still(self.session, stopped, "while the reference was timed")
                     except IntegrityViolation as exc:
                         self.reject(exc.rule, exc.reason, label)
             else:
@@ -459,7 +459,7 @@ class Evaluation:
         # references, or after the last batch, is on no shape's books: the whole phase is bounded too.
         calls_s = sum(float((b.get("judge") or {}).get("calls_ms") or 0.0) for b in self.result["benchmarks"]) / 1e3
         try:
-            timed.idle_bound(self.judge.session.idle_cpu_now() - idle_start, calls_s, " over the whole timing phase")
+            bound.idle_bound(self.judge.session.idle_cpu_now() - idle_start, calls_s, " over the whole timing phase")
         except IntegrityViolation as exc:
             self.reject(exc.rule, exc.reason, None)
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from sandbox.integrity import IntegrityViolation
 from sandbox.judge import procs
+from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
+                                 stayed_still)
 from sandbox.judge.checks import Judge, output_bytes
 from sandbox.judge.session import Call
 from sandbox.shared.arena import align, tensors
@@ -46,30 +48,6 @@ CALIBRATION_BATCHES = 5
 MAX_BATCH = 16
 # Bytes of inputs and outputs one batch may hold: slots in the arena on the CPU, call tensors on a GPU.
 BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
-# How far the judge's clock may exceed the runner's figure, per call, before the runner is not
-# believed: a factor (host work the events do not see, scheduling) and a floor in microseconds.
-# On the CPU the figure is never below the judge's clock anyway (`_sample`), so the bound only names
-# gross forgeries; its factor leaves room for a loaded host, which delays the runner's steps between
-# calls (seen at 1.31 for an honest rmsnorm beside other work, twice in a row).
-BOUND_FACTOR = {"cpu": 1.4, "gpu": 1.25}
-BOUND_FLOOR_US = {"cpu": 150.0, "gpu": 30.0}
-# How far the runner's own work around the calls (the calibrated overhead) may have slowed since it was
-# calibrated, as a share of it. Where a CPU runner builds inputs from recipes that work (a blend and a
-# digest per call) is memory-bound and five to six times a small kernel's time, and from one
-# evaluation to the next it was seen 40-65% slower while timing than at calibration, on an idle host
-# and beside another process streaming memory (an honest vector_add refused in CI, 1 run in 3 beside
-# the copier; `tests/test_redteam.py`). On the CPU the figures never fall below the judge's clocks
-# (`_sample`), so this widens only the rejection of gross forgeries. Nothing on a GPU, whose overhead
-# is launches and events: there a share of it could hide a kernel.
-OVERHEAD_DRIFT = {"cpu": 1.0, "gpu": 0.0}
-# How far below its calibration the runner's own work around a call may fall, as a share of the
-# calibrated overhead (CPU): that work is the no-op's path, which only the candidate's code can make
-# cheaper for its own calls (red-team round 12 swapped the recipe path's digest, about half of that
-# path's work, for an exact C++ copy and reported 1 µs a call, the judge's floors at zero). Honest
-# kernels, idle and beside a busy and a memory-streaming process, put their batches' median at -0.06 to
-# +6.5 of it (vector_add and softmax, arena and recipe paths, 12 evaluations; docs/BENCHMARKS.md, seventh
-# session). A path shortened by less than this share goes unseen. On a GPU: not yet measured, so not applied.
-OVERHEAD_FLOOR_SHARE = {"cpu": 0.25}
 # A shape whose timing the judge's clock contradicts is timed on more batches, up to this many, before the
 # contradiction stands: the round trip's noise (a GPU batch carries milliseconds of it) evens out over
 # batches, work hidden from the runner's clock does not.
@@ -79,29 +57,6 @@ BOUND_MAX_BATCHES = 12
 # when they build inputs from recipes, as tests do), and a launch.
 COPY_BYTES_PER_US = {"cpu": 2e3, "gpu": 1e6}
 COPY_LAUNCH_US = 20.0
-# CPU time the runner may use while it has no call to run (between a batch's answer and the next
-# batch: the collector, a thread pool going to sleep), in seconds and as a share of its calls' time.
-IDLE_CPU_FLOOR_S = 0.05
-IDLE_CPU_SHARE = 0.2
-# CPU a stopped sandbox may use while the judge times something else beside it (the other kernel of a
-# pair, the reference): a stopped process runs no code of its own, but a system call it left running
-# (populating memory, a large copy in the kernel) goes on through SIGSTOP and loads the host.
-STOPPED_CPU_S = 0.002
-
-
-@dataclass
-class Calibration:
-    """The judge's clock around batches of the trusted no-op, before any candidate loaded."""
-
-    batch: int
-    overhead_us: float  # median round trip of a no-op batch, less the no-op's own reported time
-    spread_us: float  # how far that overhead moves from batch to batch (the range without its extremes)
-    samples_us: list[float] = field(default_factory=list)
-    # The same for the CPU time the runner's sandbox used in a no-op batch (None: unreadable here).
-    cpu_overhead_us: float | None = None
-    cpu_spread_us: float = 0.0
-
-
 @dataclass
 class Shape:
     """What the judge holds while it times one shape."""
@@ -301,8 +256,8 @@ class Track:
     warmup: int
     samples: list[float] = field(default_factory=list)  # per batch of timed calls: the mean per call
     reported: list[float] = field(default_factory=list)  # per batch: the runner's sum
-    judged: list[float] = field(default_factory=list)  # per batch: the judge's round trip less the overhead
-    beyond: list[float] = field(default_factory=list)  # the same, not clamped at zero (below: the runner's path shortened)
+    # per batch: the judge's round trip less the overhead (below zero: the runner's path was shortened)
+    beyond: list[float] = field(default_factory=list)
     # per batch: CPU time the runner's sandbox used, less the no-op's (CPU target; empty: unreadable)
     cpu_judged: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
@@ -355,12 +310,11 @@ class Track:
             # another call of its batch, the batch's total is what the judge's clock bounds.
             reported = sum(c.reported_us for c in calls)
             judged = max(0.0, rtt - self.calibration.overhead_us)
-            self.beyond.append(rtt - self.calibration.overhead_us)
             cpu, overhead = judge.session.batch_cpu_us, self.calibration.cpu_overhead_us
             cpu_judged = max(0.0, cpu - overhead) if cpu is not None and overhead is not None else None
-            self.samples.append(_sample(reported, judged, self.calibration, self.judge.device, cpu_judged) / len(calls))
+            self.samples.append(batch_figure(reported, judged, self.calibration, self.judge.device, cpu_judged) / len(calls))
             self.reported.append(reported)
-            self.judged.append(judged)
+            self.beyond.append(rtt - self.calibration.overhead_us)
             self.sizes.append(len(calls))
             if cpu_judged is not None:
                 self.cpu_judged.append(cpu_judged)
@@ -392,11 +346,16 @@ class Track:
             return False
         return True
 
+    @property
+    def judged(self) -> list[float]:
+        """Per batch: what the judge's clock saw beyond the overhead, never below zero."""
+        return [max(0.0, b) for b in self.beyond]
+
     def _bound(self) -> dict[str, Any]:
-        cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.judged) else None
+        cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.beyond) else None
         overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
         return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
-                              cpu_judged=cpu, cores=_cores())
+                              cpu_judged=cpu, cores=cores())
 
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
@@ -406,37 +365,6 @@ class Track:
         bound["judge"] |= {"idle_cpu_ms": round(idle * 1e3, 1), "calls_ms": round(calls_s * 1e3, 1)}
         idle_bound(idle, calls_s)
         return summarise(self.samples).to_dict() | bound | {"reps": sum(self.sizes)}
-
-
-def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:
-    """CPU the runner's sandbox used while it had no call to run may be what a thread pool costs going to
-    sleep, or the collector: at most a floor and a share of its calls' own time. Beyond, work went on
-    after the calls returned (`work-after-return`)."""
-    if idle_s > IDLE_CPU_FLOOR_S + IDLE_CPU_SHARE * calls_s:
-        raise IntegrityViolation(
-            "work-after-return",
-            f"the runner used {idle_s * 1e3:.0f} ms of CPU while it had no call to run{where} (its calls took "
-            f"{calls_s * 1e3:.0f} ms in all): work went on after the calls returned",
-        )
-
-
-def _sample(reported: float, judged: float, calibration: Calibration, device: str,
-            cpu_judged: float | None = None) -> float:
-    """A batch's figure: the runner's, and on the CPU never less than what the judge's own clock saw of
-    the batch beyond the calibrated overhead and its noise, nor than the CPU time the runner's
-    processes used beyond the no-op's, shared by every core they may use. The bound below lets a
-    runner's figure fall short by a factor and a floor before it rejects; inside that allowance an
-    under-reporting runner would otherwise gain, and on the CPU both clocks measure the same host
-    time. The CPU time stands where the round trips cannot: on a host loaded enough that the
-    calibration's spread swallows the kernel, a runner reporting a fifth of its time was seen at
-    4.5 ms of CPU per call, steadily, while its round trips ranged from 0 to 16 ms. On a GPU the
-    runner's figure is the device's (events), which the host's clocks cannot stand in for."""
-    if device != "cpu":
-        return reported
-    floor = judged - 1.5 * calibration.spread_us
-    if cpu_judged is not None:
-        floor = max(floor, cpu_judged / _cores() - 1.5 * calibration.cpu_spread_us)
-    return max(reported, floor)
 
 
 def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibration) -> dict[str, Any]:
@@ -569,7 +497,7 @@ def _stopped_now(tracks: list[Track]) -> list[tuple[Track, float | None]]:
 
 
 def _still_while_stopped(stopped: list[tuple[Track, float | None]], candidate: Track, during: str) -> str | None:
-    """Each stopped sandbox used no more than `STOPPED_CPU_S` since `stopped` was read. The candidate's
+    """Each stopped sandbox used no more than `bound.STOPPED_CPU_S` since `stopped` was read. The candidate's
     doing more is rejected; the base's ends the pairing (its reason returned)."""
     for track, before in stopped:
         try:
@@ -579,19 +507,6 @@ def _still_while_stopped(stopped: list[tuple[Track, float | None]], candidate: T
                 raise
             return f"the base worked while it was stopped: {exc.reason}"
     return None
-
-
-def stayed_still(session: Any, before: float | None, during: str) -> None:
-    """A stopped sandbox runs no code of its own; CPU it used anyway went on in system calls that a stop
-    signal does not halt, beside whatever the judge timed meanwhile (`work-after-return`)."""
-    after = session.cpu_seconds()
-    if before is None or after is None or after - before <= STOPPED_CPU_S:
-        return
-    raise IntegrityViolation(
-        "work-after-return",
-        f"the runner's sandbox used {(after - before) * 1e3:.1f} ms of CPU while it was stopped, {during}: "
-        "work went on in the kernel after the calls returned (a system call left running)",
-    )
 
 
 def _reference_once(judge: Judge, shape: Shape, recipe: dict[str, Any], timer: Timer) -> float:
@@ -636,86 +551,6 @@ def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: flo
         return True
     mean = statistics.fmean(samples)
     return mean > 0 and statistics.stdev(samples) / math.sqrt(n) / mean < policy.rel_stderr
-
-
-def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int], calibration: Calibration,
-                   kind: str, extra_us: float = 0.0, *, cpu_judged: list[float] | None = None,
-                   cores: int = 1) -> dict[str, Any]:
-    """The runner's times stand only where the judge's clock around the same batches agrees.
-
-    Per call, the median over batches of what the judge saw beyond the calibrated overhead may
-    exceed the runner's figure by the factor and the floor, plus the calibration's own spread
-    shared by the batch's calls; beyond that the work ran where the runner's clock did not look.
-
-    On the CPU target a round trip also grows when other work on the host delays the runner, and
-    that is no forgery: there (`cpu_judged`) the contradiction stands only if the CPU time the
-    runner's processes used in the batches, beyond the no-op's, exceeds the same allowance on each
-    core the runner may use. Hidden work costs CPU time; waiting for a core costs none.
-    """
-    runner = statistics.median(r / n for r, n in zip(reported, sizes, strict=True))
-    judge = statistics.median(j / n for j, n in zip(judged, sizes, strict=True))
-    batch = statistics.median(sizes)
-    allowance = BOUND_FACTOR[kind] * runner + BOUND_FLOOR_US[kind] + extra_us
-    allowed = allowance + (1.5 * calibration.spread_us + OVERHEAD_DRIFT[kind] * calibration.overhead_us) / batch
-    seen: dict[str, Any] = {
-        "batch": calibration.batch, "overhead_us": round(calibration.overhead_us, 1),
-        "spread_us": round(calibration.spread_us, 1), "allowed_us": round(allowed, 1),
-        "calibration_us": [round(x, 1) for x in calibration.samples_us],
-        "per_call_us": [round(j / n, 1) for j, n in zip(judged, sizes, strict=True)]}
-    if cpu_judged:
-        seen["cpu_per_call_us"] = [round(c / n, 1) for c, n in zip(cpu_judged, sizes, strict=True)]
-    detail = {"judge_median_us": judge, "judge": seen}
-    if judge <= allowed:
-        return detail
-    seen["reported_per_call_us"] = [round(r / n, 1) for r, n in zip(reported, sizes, strict=True)]
-    reason = (f"the runner reported {runner:.1f} µs per call, but the judge's clock saw {judge:.1f} µs per call beyond "
-              f"the calibrated overhead (at most {allowed:.1f} µs is explained)")
-    if cpu_judged:
-        cpu = statistics.median(c / n for c, n in zip(cpu_judged, sizes, strict=True))
-        cpu_overhead = calibration.cpu_overhead_us or 0.0
-        cpu_allowed = cores * allowance + (1.5 * calibration.cpu_spread_us + OVERHEAD_DRIFT[kind] * cpu_overhead) / batch
-        seen["cpu_allowed_us"] = round(cpu_allowed, 1)
-        if cpu <= cpu_allowed:
-            seen["host_delay"] = "the round trips were longer than the runner's figures, its CPU time was not"
-            return detail
-        reason += f", and its processes used {cpu:.1f} µs of CPU per call beyond the no-op's (at most {cpu_allowed:.1f})"
-    raise IntegrityViolation("timing-contradicted", reason + ": work done outside the measured region", detail)
-
-
-def overhead_floor(reported: list[float], beyond: list[float], sizes: list[int], calibration: Calibration,
-                   kind: str) -> None:
-    """The runner's own work around its calls (what the judge's clock saw beyond the runner's figures)
-    may not fall far below the calibrated no-op's: per call, the median over batches of the round
-    trip less the overhead and less the runner's figure must stay above a share of the overhead and
-    the calibration's spread. Below, the candidate's code made the runner's path cheaper for its own
-    calls than the path it was calibrated on, and a figure built on that subtraction means nothing
-    (`overhead-shortened`). A faster kernel cannot get there: its time is in the runner's figure."""
-    share = OVERHEAD_FLOOR_SHARE.get(kind)
-    if share is None or not beyond:
-        return
-    per_call = statistics.median((b - r) / n for b, r, n in zip(beyond, reported, sizes, strict=True))
-    batch = statistics.median(sizes)
-    floor = -(share * calibration.overhead_us + 1.5 * calibration.spread_us) / batch
-    if per_call >= floor:
-        return
-    raise IntegrityViolation(
-        "overhead-shortened",
-        f"the runner's own work around each call took {-per_call:.1f} µs less than the calibrated no-op's "
-        f"({calibration.overhead_us / batch:.1f} µs a call; at most {-floor:.1f} µs less is noise): the runner's "
-        "path was changed for the candidate's calls, so the judge's clock cannot bound their figures",
-        {"per_call_beyond_us": round(per_call, 1), "floor_us": round(floor, 1),
-         "overhead_per_call_us": round(calibration.overhead_us / batch, 1)},
-    )
-
-
-def _cores() -> int:
-    """Cores the runner may run on at once: those this process may use (the runner inherits them)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str, Any]:

@@ -409,14 +409,13 @@ def _spans(data: Any) -> list[tuple[int, int]]:
     for _, tensor in tensors(data):
         if not tensor.numel():
             continue
-        reach = sum((n - 1) * abs(st) for n, st in zip(tensor.shape, tensor.stride(), strict=True))
-        low = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True) if st < 0)
-        start = tensor.data_ptr() + low * tensor.element_size()
-        spans.append((start, start + (reach + 1) * tensor.element_size()))
+        last = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True))  # torch's strides are >= 0
+        spans.append((tensor.data_ptr(), tensor.data_ptr() + (last + 1) * tensor.element_size()))
     return spans
 
 
 def _overlap(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> bool:
+    """Whether any range of one list meets any range of the other."""
     return any(a < d and c < b for a, b in first for c, d in second)
 
 

@@ -6,7 +6,7 @@ inside the floor alone. The output is honest (a native a + b); only the figure i
 replacing the runner's `Runner._timed` from inside the candidate.
 
 Nothing to reject, so nothing to gain: on the CPU a batch's figure is never less than what the
-judge's own clock saw of it beyond the overhead and its noise (sandbox/judge/timed.py's `_sample`);
+judge's own clock saw of it beyond the overhead and its noise (sandbox/judge/bound.py's `batch_figure`);
 the verdict times this kernel as it times the same kernel reporting honestly."""
 import sys
 
