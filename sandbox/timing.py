@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import torch
 
 from sandbox import roctx
+from sandbox.shared.clock import timed_on_device
 from sandbox.summary import TimingStats, summarise
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
@@ -108,13 +109,8 @@ class Timer:
             t0 = _perf_counter_ns()
             fn(args)
             return (_perf_counter_ns() - t0) / 1e3
-        self.flush_l2()
-        begin, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        _record(begin)
-        fn(args)
-        _record(end)
-        _synchronize(self.device)
-        return float(begin.elapsed_time(end)) * 1e3
+        assert self._flush is not None
+        return timed_on_device(fn, args, self._flush)[0]
 
     def run(
         self,
@@ -173,28 +169,11 @@ class Timer:
 
     def _gpu(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
              verify: Callable[[int, Any], None] | None, every: int) -> list[float]:
-        samples: list[float] = []
-        deadline = _perf_counter() + self.policy.budget_s
-        while len(samples) < self.policy.max_reps:
-            pairs = []
-            out = None
-            for _ in range(every):  # events are read back once per batch, not after every call
-                args = prepare(len(samples) + len(pairs))
-                self.flush_l2()
-                begin = _Event(enable_timing=True)
-                end = _Event(enable_timing=True)
-                _record(begin)
-                out = fn(args)
-                _record(end)
-                pairs.append((begin, end))
-            _synchronize(self.device)
-            last = len(samples) + len(pairs) - 1
-            samples.extend(_elapsed_time(b, e) * 1e3 for b, e in pairs)
-            if verify is not None:
-                verify(last, out)
-            if _converged(samples, self.policy) or (_perf_counter() > deadline and len(samples) >= self.policy.min_reps):
-                break
-        return samples
+        """One call at a time, as a runner times a kernel (sandbox/shared/clock.py): the reference's
+        figure then carries its launches the way a kernel's does."""
+        flush = self._flush
+        assert flush is not None
+        return self._one_at_a_time(lambda args: timed_on_device(fn, args, flush), prepare, verify, every)
 
     def _gpu_profiled(self, fn: Callable[[Any], Any], prepare: Callable[[int], Any],
                       verify: Callable[[int, Any], None] | None, every: int) -> list[float]:

@@ -125,6 +125,21 @@ def test_a_gpu_runners_digest_is_the_judges() -> None:
         assert digest([device]) == digest([host]), (numel, dtype)
 
 
+@pytest.mark.parametrize("rows", [65, 66, 127, 129, 2049, 4095, 4097, 64 * 64 * 64 + 3, 262_144, 300_001])
+def test_the_gpu_fold_is_the_torch_tree(rows: int) -> None:
+    # One program folds up to six levels of a block; every count of rows (odd ones at some level,
+    # a short last block, one launch or several) must come to the torch tree's rows bit for bit.
+    import torch
+
+    from sandbox.shared.blend import _K1, _K2, LANES, TOP_ROWS, torch_tree
+    from sandbox.shared.fold import fold
+
+    words = torch.randint(-(1 << 62), 1 << 62, (rows, LANES), dtype=torch.int64, device="cuda")
+    folded = fold(words, TOP_ROWS, _K1, _K2)
+    assert folded is not None
+    assert torch.equal(folded, torch_tree(words))
+
+
 def test_the_device_arena_is_one_block_two_processes_see() -> None:
     """The judge's arena on a GPU: what one process writes into the block, the other reads, both ways,
     with no trip through host memory."""

@@ -53,6 +53,14 @@ IDLE_CPU_SHARE = 0.2
 STOPPED_CPU_S = 0.002
 
 
+def step_medians(calls: list[Any]) -> list[float] | None:
+    """The medians of the runner's own step times over calls that said them (session.Call.steps_us)."""
+    said = [c.steps_us for c in calls if getattr(c, "steps_us", None) is not None]
+    if not said:
+        return None
+    return [round(statistics.median(step), 1) for step in zip(*said, strict=True)]
+
+
 @dataclass
 class Calibration:
     """The judge's clock around batches of the trusted no-op, before any candidate loaded."""
@@ -64,6 +72,8 @@ class Calibration:
     # The same for the CPU time the runner's sandbox used in a no-op batch (None: unreadable here).
     cpu_overhead_us: float | None = None
     cpu_spread_us: float = 0.0
+    # The no-op's steps as its runner said it timed them (session.Call.steps_us), medians: shown, never used.
+    steps_us: list[float] | None = None
 
 
 def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:

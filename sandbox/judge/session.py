@@ -102,6 +102,10 @@ class Call:
     fatal: bool = False
     copied: bool = False  # the runner kept a copy of the output (a kernel that returns one buffer from every call)
     overwritten: bool = False  # its kept output was overwritten by a later call of its batch: not deliverable
+    # What the runner says its own clock saw of the call on a recipe, in microseconds: before the timed
+    # call (inputs, waits), the timed call on the host's clock, and after it (keeping, the digest). Never
+    # believed, only shown beside a refusal: where an honest kernel's round trips went.
+    steps_us: tuple[float, float, float] | None = None
 
 
 def _secret_free_env(gpu: bool) -> dict[str, str]:
@@ -524,7 +528,17 @@ def _call_of(reply: dict[str, Any], rtt: float) -> Call:
     if not isinstance(reported, (int, float)) or isinstance(reported, bool) or not 0 <= reported < 1e12:
         raise RunnerBroke(f"call {reply.get('i')} reported a time of {reported!r}")
     return Call(True, float(reported), rtt, output=reply.get("out"), digest=str(reply.get("digest", "")),
-                copied=reply.get("copied") is True, overwritten=reply.get("overwritten") is True)
+                copied=reply.get("copied") is True, overwritten=reply.get("overwritten") is True,
+                steps_us=_steps(reply.get("steps_us")))
+
+
+def _steps(value: Any) -> tuple[float, float, float] | None:
+    """The runner's step times as three finite numbers, or nothing."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12 for v in value):
+        return None
+    return float(value[0]), float(value[1]), float(value[2])
 
 
 def _trace(reply: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 from sandbox.integrity import IntegrityViolation
 from sandbox.judge import procs
 from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
-                                 stayed_still)
+                                 stayed_still, step_medians)
 from sandbox.judge.checks import Judge, output_bytes
 from sandbox.judge.session import Call
 from sandbox.shared.arena import align, tensors
@@ -171,6 +171,7 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
 
     overheads: list[float] = []
     cpu_overheads: list[float] = []
+    said: list[Any] = []
     for attempt in range(CALIBRATION_BATCHES + 1):
         batch = _batch(judge, shape, shape.batch)
         calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes,
@@ -180,13 +181,15 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
             reported = sum(c.reported_us for c in calls)
             overheads.append(max(0.0, rtt - reported))
+            said.extend(calls)
             if judge.session.batch_cpu_us is not None:
                 cpu_overheads.append(max(0.0, judge.session.batch_cpu_us - reported))
         # On a GPU, the same motions as between timed batches (a check, the switch back), so that
         # what they leave behind (cold clocks, the other context) is in the overhead too.
         if judge.device != "cpu":
             _exercise(judge, shape, batch, calls[0])
-    calibration = Calibration(shape.batch, statistics.median(overheads), _spread(overheads), overheads)
+    calibration = Calibration(shape.batch, statistics.median(overheads), _spread(overheads), overheads,
+                              steps_us=step_medians(said))
     if len(cpu_overheads) == len(overheads):
         calibration.cpu_overhead_us, calibration.cpu_spread_us = statistics.median(cpu_overheads), _spread(cpu_overheads)
     return calibration
@@ -202,7 +205,9 @@ def recalibrated(judge: Judge, shape: Shape, calibration: Calibration) -> Calibr
     it can only tighten the bound. Kept whole for its smaller overhead, a calibration whose runner
     over-reported some no-op batches (overhead 0) and burned the CPU in others (a spread of 300 ms)
     was seen to let a 50x under-reporting runner pass; over-reporting itself is refused by the
-    session (its figures must fit in the round trip). A no-op that fails now leaves the first in force."""
+    session (its figures must fit in the round trip). A no-op that fails now leaves the first in force.
+    On a GPU as on the CPU: there the late no-op's steps (what its runner says each took) are the ones
+    shown beside the kernel's, both taken with the candidate's code loaded."""
     from sandbox.judge.checks import CandidateFailure
 
     try:
@@ -216,7 +221,8 @@ def tightest(first: Calibration, later: Calibration) -> Calibration:
     """Figure by figure, the smaller of two calibrations: a smaller overhead or spread only tightens the
     bound, so a calibration the candidate could shape can move it one way alone."""
     wall = min((first, later), key=lambda c: c.overhead_us)
-    tightened = Calibration(first.batch, wall.overhead_us, min(first.spread_us, later.spread_us), wall.samples_us)
+    tightened = Calibration(first.batch, wall.overhead_us, min(first.spread_us, later.spread_us), wall.samples_us,
+                            steps_us=later.steps_us or first.steps_us)  # the no-op's steps beside the candidate
     cpu = [c for c in (first, later) if c.cpu_overhead_us is not None]
     if cpu:
         tightened.cpu_overhead_us = min(c.cpu_overhead_us or 0.0 for c in cpu)
@@ -264,12 +270,12 @@ class Track:
     done: int = 0
     idle_cpu_start: float = 0.0
     copied: int = 0  # calls whose output the runner copied as it returned (`runner.main`'s `_keep`)
+    said: list[Any] = field(default_factory=list)  # the timed calls, for the steps their runner said it took
 
     @classmethod
     def start(cls, judge: Judge, shape: Shape, calibration: Calibration) -> Track:
         idle = judge.session.idle_cpu_now()  # before the second calibration: its idle spans count too
-        if judge.device == "cpu":
-            calibration = recalibrated(judge, shape, calibration)
+        calibration = recalibrated(judge, shape, calibration)
         return cls(judge, shape, calibration, judge.secret.between(3, 6), idle_cpu_start=idle)
 
     def step(self, recipes: list[dict[str, Any]] | None = None) -> bool:
@@ -316,6 +322,7 @@ class Track:
             self.reported.append(reported)
             self.beyond.append(rtt - self.calibration.overhead_us)
             self.sizes.append(len(calls))
+            self.said.extend(calls)
             if cpu_judged is not None:
                 self.cpu_judged.append(cpu_judged)
         self.done += len(calls)
@@ -353,9 +360,20 @@ class Track:
 
     def _bound(self) -> dict[str, Any]:
         cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.beyond) else None
-        overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
-        return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
-                              cpu_judged=cpu, cores=cores())
+        steps = {"runner_steps_us": {"before_call, call, after_call": "as the runner says it timed them",
+                                     "no-op": self.calibration.steps_us, "kernel": step_medians(self.said),
+                                     "kernel_by_batch": [step_medians(self.said[sum(self.sizes[:k]):sum(self.sizes[:k + 1])])
+                                                         for k in range(len(self.sizes))]}}
+        try:
+            overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
+            detail = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind,
+                                    self.copy_us(), cpu_judged=cpu, cores=cores())
+        except IntegrityViolation as exc:
+            if exc.detail is not None and isinstance(exc.detail.get("judge"), dict):
+                exc.detail["judge"] |= steps
+            raise
+        detail["judge"] |= steps
+        return detail
 
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""

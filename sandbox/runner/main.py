@@ -281,6 +281,7 @@ class Runner:
         import torch
 
         index = request.get("i")
+        entered = time.perf_counter_ns()
         prepared = self.prepared.pop(index, None) if "recipe" in request else None
         try:
             if prepared is not None:
@@ -306,16 +307,20 @@ class Runner:
                 placer = self._output_placer(request["out"])
                 us, tree = self._timed(lambda d: encode(fn(d), placer), data)
                 return {"op": "done", "i": index, "us": us, "out": tree}
+            called = time.perf_counter_ns()
             us, out = self._timed(fn, data)
             if "recipe" in request:
                 from sandbox.shared.arena import tensors
                 from sandbox.shared.blend import digest
 
+                returned = time.perf_counter_ns()
                 out, copied = self._keep(out)
                 self.kept[index], self.kept_inputs[index] = out, data
                 found = [t for _, t in tensors(out)]
-                return {"op": "done", "i": index, "us": us, "digest": digest(found) if found else "none",
-                        "structure": encode(out, _describe), "copied": copied}
+                committed = digest(found) if found else "none"
+                steps = [called - entered, returned - called, time.perf_counter_ns() - returned]
+                return {"op": "done", "i": index, "us": us, "digest": committed,
+                        "structure": encode(out, _describe), "copied": copied, "steps_us": [t / 1e3 for t in steps]}
             tree = encode(out, self._output_placer(request["out"]))
         except ArenaError as exc:
             return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}
@@ -350,13 +355,9 @@ class Runner:
             t0 = time.perf_counter_ns()
             out = fn(data)
             return (time.perf_counter_ns() - t0) / 1e3, out
-        self._flush.zero_()
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        out = fn(data)
-        end.record()
-        torch.cuda.synchronize()
-        return begin.elapsed_time(end) * 1e3, out
+        from sandbox.shared.clock import timed_on_device
+
+        return timed_on_device(fn, data, self._flush)
 
     def _output_placer(self, region: dict[str, Any]) -> Any:
         """Each output tensor's spec: where it already lies in the arena, else a copy in the region."""

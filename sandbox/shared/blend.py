@@ -109,6 +109,14 @@ def _tree(rows: torch.Tensor) -> torch.Tensor:
     """Rows of 64-bit words halved level by level (row 2i with row 2i + 1; an odd last row passes up
     as it is) until at most TOP_ROWS remain. Neighbours join, so every subtree is a run of whole rows:
     a kernel on a GPU can fold a block of them where it lies and come to the same value."""
+    from sandbox.shared.fold import fold
+
+    folded = fold(rows, TOP_ROWS, _K1, _K2)
+    return folded if folded is not None else torch_tree(rows)
+
+
+def torch_tree(rows: torch.Tensor) -> torch.Tensor:
+    """`_tree` in torch operations, wherever the rows lie (the GPU's fold is checked against it)."""
     level = 0
     while rows.shape[0] > TOP_ROWS:
         count = rows.shape[0]
@@ -136,8 +144,8 @@ def digest(tensors: list[torch.Tensor]) -> str:
     garbage, compute the true output only when the judge asked for it, and flip low bits of a few
     elements, chosen by solving a linear system, until the late output matched. Here each of the
     64 rows SHA-256 reads is a non-linear mix of its whole subtree, 2048 bits wide; a late output
-    would have to meet all 64 exactly. On a GPU it costs a dozen launches per level (a level per
-    halving above 16 KB) and a 16 KB copy to the host.
+    would have to meet all 64 exactly. On a GPU the tree is folded by sandbox/shared/fold.py, a
+    launch per six levels, and the 16 KB copied to the host.
     """
     parts = []
     for tensor in tensors:
