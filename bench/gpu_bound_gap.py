@@ -11,8 +11,8 @@ A kernel whose wall time exceeds no-op + events by more than the allowance is re
 output's digest) in one process, with the host's clock between the steps, so the gap
 `wall(kernel) - wall(no-op) - events(kernel)` is measured where it arises and named by step.
 Written for the fp8 GEMM's Triton seed, rejected `timing-contradicted` on the H100 (200-320 µs per
-call beyond its events, docs/BENCHMARKS.md); not yet run: the session that wrote it had no device
-time left.
+call beyond its events, docs/BENCHMARKS.md), whose launcher's host time hid behind the flush until
+the runner waited for the flush before its first event (eighth session).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-STEPS = ("sync_before", "flush_and_begin", "call_host", "wait", "digest")
+STEPS = ("sync_before", "flush_and_wait", "call_host", "wait", "digest")
 
 
 def _batch(fn: Any, works: list[Any], bases: list[dict[str, Any]], recipe: dict[str, Any], output_path: str,
@@ -48,7 +48,8 @@ def _batch(fn: Any, works: list[Any], bases: list[dict[str, Any]], recipe: dict[
         t0 = time.perf_counter()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
-        flush.zero_()
+        flush.zero_()  # as sandbox/shared/clock.py's timed_on_device: the flush waited for, then the events
+        torch.cuda.synchronize()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
         t2 = time.perf_counter()
