@@ -652,3 +652,96 @@ def test_the_key_calls_are_refused_through_the_other_abi_too(tmp_path: Path) -> 
     )
     out = subprocess.run([sys.executable, "-c", probe, str(lib)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert "key calls, io_uring, perf events and sockets other than Unix ones refused (seccomp)" in out.stdout and f"i386 -{errno.EPERM}" in out.stdout, out.stdout + out.stderr
+
+
+def _bytes_of(tensor: torch.Tensor) -> set[int]:
+    """Every byte address a tensor's elements cover, counted one by one."""
+    size = tensor.element_size()
+    index = torch.zeros(tensor.shape, dtype=torch.int64)
+    for dim, (n, stride) in enumerate(zip(tensor.shape, tensor.stride(), strict=True)):
+        shape = [1] * tensor.dim()
+        shape[dim] = n
+        index = index + (torch.arange(n) * stride).view(shape)
+    starts = {tensor.data_ptr() + int(i) * size for i in index.flatten().tolist()}
+    return {s + k for s in starts for k in range(size)}
+
+
+def test_outputs_meet_exactly_where_their_bytes_do() -> None:
+    # The runner calls a kept output overwritten when a later call's output meets it. Slices of one
+    # workspace meet only where their bytes do, whatever their layout: compared with the bytes counted
+    # one by one over random views (shapes, strides, offsets, element sizes) of one storage.
+    from sandbox.runner.main import _meet
+
+    generator = torch.Generator().manual_seed(7)
+
+    def pick(high: int) -> int:
+        return int(torch.randint(0, high, (1,), generator=generator))
+
+    storage = torch.zeros(4096, dtype=torch.uint8)
+    agreed = met = 0
+    for _ in range(2000):
+        views = []
+        for _ in range(2):
+            dtype = [torch.uint8, torch.int16, torch.float32, torch.float64][pick(4)]
+            base = storage[pick(8):].view(torch.uint8)
+            dims = 1 + pick(3)
+            shape = [1 + pick(6) for _ in range(dims)]
+            stride = [pick(20) for _ in range(dims)]
+            size = torch.tensor([], dtype=dtype).element_size()
+            offset = pick(200)
+            reach = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) + 1
+            if reach * size > base.numel() - 8:
+                continue
+            raw = base[: base.numel() // size * size]
+            views.append(raw.view(dtype).as_strided(shape, stride, offset) if raw.data_ptr() % size == 0 else None)
+        if len(views) < 2 or None in views:
+            continue
+        first, second = views
+        expected = bool(_bytes_of(first) & _bytes_of(second))
+        assert _meet(first, second) == expected, (first.shape, first.stride(), second.shape, second.stride())
+        agreed += 1
+        met += expected
+    assert agreed > 200 and 0 < met < agreed  # both answers were asked for
+
+
+def test_interleaved_ring_slots_do_not_meet() -> None:
+    # The red-team's legitimate kernel that was refused: slot k of a ring is ws[:, :, k], so every slot's
+    # byte range spans the whole ring, yet no two slots share a byte; the same slot twice does.
+    from sandbox.runner.main import _meet
+
+    ring = torch.empty((512, 256, 32))
+    assert not any(_meet(ring[:, :, 3], ring[:, :, k]) for k in range(32) if k != 3)
+    assert _meet(ring[:, :, 5], ring[:, :, 5])
+    assert _meet(ring[:, :, 5], ring[7])  # a row of slots meets the slot that runs through it
+    blocks = torch.empty(32 * 4096)
+    assert not _meet(blocks[:4096], blocks[4096:8192]) and _meet(blocks[:4097], blocks[4096:8192])
+
+
+@pytest.mark.parametrize("behaviour", ["agrees", "disagrees", "cannot build"])
+def test_the_gpu_fold_is_used_only_where_it_gives_the_torch_trees_value(behaviour: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The judge and the runner must never disagree on a digest because of the GPU's fold: before it is
+    # trusted in a process it is run on probe rows beside the torch tree, and any failure or difference
+    # leaves the torch tree in use (its value is the same by construction). The kernel itself is
+    # tested on a GPU (tests/test_gpu.py); here its place is taken by functions that behave each way.
+    from sandbox.shared import fold
+    from sandbox.shared.blend import _K1, _K2, LANES, TOP_ROWS, torch_tree
+
+    def wrong(rows: torch.Tensor, *_: object) -> torch.Tensor:
+        return torch_tree(rows) ^ 1
+
+    def broken(rows: torch.Tensor, *_: object) -> torch.Tensor:
+        raise RuntimeError("no kernel image for this device")
+
+    stand_in = {"agrees": lambda rows, *_: torch_tree(rows), "disagrees": wrong, "cannot build": broken}[behaviour]
+    monkeypatch.setattr(fold, "_WORKS", None)
+    monkeypatch.setattr(fold, "triton", object())
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(fold, "_fold", stand_in)
+    rows = torch.randint(-(1 << 62), 1 << 62, (300, LANES), dtype=torch.int64)
+    folded = fold.fold(rows, TOP_ROWS, _K1, _K2)
+    if behaviour == "agrees":
+        assert folded is not None and torch.equal(folded, torch_tree(rows)) and fold._WORKS is True
+    else:
+        assert folded is None and fold._WORKS is False
+        assert fold.fold(rows, TOP_ROWS, _K1, _K2) is None  # decided once for the process

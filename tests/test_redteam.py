@@ -151,6 +151,7 @@ LEGIT = [
     ("softmax", "legit_rt_torch_compile"),
     ("softmax", "legit_rt_autotune"),  # variants timed on the first call
     ("softmax", "legit_rt_persistent_out"),  # one output buffer, returned by every call
+    ("softmax", "legit_rt_ring_interleaved"),  # each output its own slot of a ring interleaved along the last axis
     ("softmax", "legit_rt_prints"),
     ("softmax", "legit_rt_generator"),
     ("softmax", "legit_rt_gc_inspect"),
@@ -266,7 +267,8 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
                                                    ("vector_add", "rt_channel_lean_runner", Status.rejected),
                                                    ("vector_add", "problems/vector_add/seeds/cpu.py", Status.ok),
                                                    ("softmax", "legit_rt_persistent_out", Status.ok),
-                                                   ("softmax", "legit_rt_ring_slices", Status.ok)])
+                                                   ("softmax", "legit_rt_ring_slices", Status.ok),
+                                                   ("softmax", "legit_rt_ring_interleaved", Status.ok)])
 def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str, name: str, status: Status) -> None:
     """The GPU's way of feeding timed calls (the runner blends each call's inputs from two sets it
     holds), run on the CPU: a kernel that marks its inputs during timed calls is still caught, and

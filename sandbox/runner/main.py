@@ -230,9 +230,9 @@ class Runner:
         from sandbox.shared.arena import tensors
 
         if not self.copy_outputs:
-            mine = _spans(out)
+            mine = [t for _, t in tensors(out) if t.numel()]
             for i, kept in self.kept.items():
-                if _overlap(mine, _spans(kept)):
+                if any(_meet(a, b) for a in mine for _, b in tensors(kept) if b.numel()):
                     self.overwritten.add(i)
                     self.copy_outputs = True
         if not self.copy_outputs:
@@ -400,24 +400,62 @@ def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
         block.fill_(0xFF)
 
 
-def _spans(data: Any) -> list[tuple[int, int]]:
-    """The byte ranges [start, end) a structure's tensors cover, by where their elements lie: slices of
-    one workspace are apart unless their bytes meet (a kernel that hands out distinct slices of a
-    persistent ring overwrites nothing)."""
-    from sandbox.shared.arena import tensors
+def _span(tensor: Any) -> tuple[int, int]:
+    """The byte range [start, end) a non-empty tensor's elements lie in (torch's strides are >= 0)."""
+    last = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True))
+    return tensor.data_ptr(), tensor.data_ptr() + (last + 1) * tensor.element_size()
 
-    spans = []
-    for _, tensor in tensors(data):
-        if not tensor.numel():
+
+def _meet(first: Any, second: Any) -> bool:
+    """Whether two non-empty tensors share a byte. Slices of one workspace meet only where their
+    bytes do: a ring handing out distinct slices overwrites nothing, whether its slots are blocks
+    or interleaved along an axis (every slot's range then spans the whole ring). Exact: element a
+    of the first lies at start + sum(a_i * stride_i * size), and the two meet where some pair of
+    elements lies closer than an element's size (`_reachable`)."""
+    (start, end), (other, other_end) = _span(first), _span(second)
+    if not (start < other_end and other < end):
+        return False
+    terms: dict[int, tuple[int, int]] = {}  # a byte step -> the range of its coefficient
+    for tensor, sign in ((first, 1), (second, -1)):
+        for n, stride in zip(tensor.shape, tensor.stride(), strict=True):
+            if n > 1 and stride:
+                weight = stride * tensor.element_size()
+                low, high = terms.get(weight, (0, 0))
+                terms[weight] = (low, high + n - 1) if sign > 0 else (low - (n - 1), high)
+    # first's byte at start + x, second's at other + y, x - y a sum over the terms: they meet when
+    # -size(first) < start + x - other - y < size(second).
+    return _reachable(sorted(terms.items(), reverse=True), other - start - first.element_size(),
+                      other - start + second.element_size())
+
+
+MEET_SEARCH_NODES = 100_000  # beyond this the layouts are called meeting: the cautious answer
+
+
+def _reachable(terms: list[tuple[int, tuple[int, int]]], low: int, high: int) -> bool:
+    """Whether some sum of c * weight over `terms` (weight, (c_min, c_max)), heaviest first, lies strictly
+    between low and high. Depth first; at each term only coefficients the lighter terms can still
+    complete are tried, so for the layouts tensors have (each step beyond the reach of the smaller
+    ones) a level tries one or two."""
+    count = len(terms)
+    least, most = [0] * (count + 1), [0] * (count + 1)  # what the terms from i on can sum to
+    for i in range(count - 1, -1, -1):
+        weight, (c_low, c_high) = terms[i]
+        least[i], most[i] = least[i + 1] + c_low * weight, most[i + 1] + c_high * weight
+    stack, nodes = [(0, low, high)], 0
+    while stack:
+        i, below, above = stack.pop()
+        nodes += 1
+        if nodes > MEET_SEARCH_NODES:
+            return True
+        if i == count:
+            if below < 0 < above:
+                return True
             continue
-        last = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True))  # torch's strides are >= 0
-        spans.append((tensor.data_ptr(), tensor.data_ptr() + (last + 1) * tensor.element_size()))
-    return spans
-
-
-def _overlap(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> bool:
-    """Whether any range of one list meets any range of the other."""
-    return any(a < d and c < b for a, b in first for c, d in second)
+        weight, (c_low, c_high) = terms[i]
+        first = max(c_low, (below - most[i + 1]) // weight + 1)
+        last = min(c_high, -((least[i + 1] - above) // weight) - 1)
+        stack.extend((i + 1, below - c * weight, above - c * weight) for c in range(first, last + 1))
+    return False
 
 
 def _map_tensors(data: Any, fn: Any) -> Any:

@@ -14,7 +14,11 @@ returns None and the caller folds with torch.
 
 from __future__ import annotations
 
+import logging
+
 import torch
+
+logger = logging.getLogger(__name__)
 
 try:
     import triton  # type: ignore[import-not-found,unused-ignore]
@@ -93,16 +97,52 @@ if triton is not None:
             count = tl.where(active, nxt, count)
 
 
+# Whether the kernel has run in this process (True), failed to build here (False), or not yet run (None).
+_WORKS: bool | None = None
+
+
 def available(tensor: torch.Tensor) -> bool:
-    """Whether `fold` can take this tensor: on a GPU, with Triton present."""
-    return triton is not None and tensor.is_cuda
+    """Whether `fold` can take this tensor: on a GPU, with Triton present and the kernel buildable."""
+    return triton is not None and tensor.is_cuda and _WORKS is not False
 
 
 def fold(rows: torch.Tensor, top_rows: int, k1: int, k2: int, warps: int = 4) -> torch.Tensor | None:
     """The tree of `rows` (int64, [n, 32], contiguous) down to at most `top_rows` rows, as
     blend._tree computes it, with multipliers k1 and k2 (signed int64). None where unavailable."""
+    global _WORKS
     if not available(rows):
         return None
+    if _WORKS is None:
+        _WORKS = _agrees(rows.device, top_rows, k1, k2, warps)
+        if not _WORKS:
+            return None
+    return _fold(rows, top_rows, k1, k2, warps)
+
+
+PROBE_ROWS = BLOCK_ROWS * BLOCK_ROWS + BLOCK_ROWS + 1  # two launches, odd counts, a short last block
+
+
+def _agrees(device: torch.device, top_rows: int, k1: int, k2: int, warps: int) -> bool:
+    """Once per process, before the fold is trusted: it builds here and gives the torch tree's value on
+    random rows. Where either fails (a Triton that cannot build it, a GPU whose barriers or loads
+    behave otherwise than the H100's it was checked on), the torch tree stays in use, so the judge
+    and the runner never disagree on a digest because of this kernel."""
+    from sandbox.shared.blend import torch_tree
+
+    draws = torch.Generator(device=device).manual_seed(PROBE_ROWS)  # the process's own generator is left alone
+    probe = torch.randint(-(1 << 62), 1 << 62, (PROBE_ROWS, LANES), dtype=torch.int64, device=device, generator=draws)
+    try:
+        same = torch.equal(_fold(probe, top_rows, k1, k2, warps), torch_tree(probe))
+    except Exception as exc:  # noqa: BLE001 - any build or launch failure: the torch form gives the same value
+        logger.warning("the digest's Triton fold cannot run here (%s: %s); folding with torch",
+                       type(exc).__name__, str(exc)[:200])
+        return False
+    if not same:
+        logger.warning("the digest's Triton fold disagrees with the torch tree on this GPU; folding with torch")
+    return same
+
+
+def _fold(rows: torch.Tensor, top_rows: int, k1: int, k2: int, warps: int) -> torch.Tensor:
     rows = rows.contiguous()
     level = 0
     while rows.shape[0] > top_rows:
