@@ -132,7 +132,8 @@ class RunnerSession:
         judge_end, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = judge_end
         env = _secret_free_env(gpu)
-        inner = [sys.executable, "-I", "-c", _BOOTSTRAP.format(root=str(PROJECT_ROOT)), str(runner_end.fileno())]
+        inner = [sys.executable, "-I", "-c", _BOOTSTRAP.format(root=str(PROJECT_ROOT)), str(runner_end.fileno()),
+                 "gpu" if gpu else "cpu"]
         reference = problem_dir / "reference.py"
         command = isolation.command(
             inner, env=env, gpu=gpu,

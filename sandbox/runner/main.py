@@ -1,6 +1,6 @@
 """The runner process: imports one candidate and calls it on the judge's request.
 
-    python -I -c "<bootstrap>" SOCKET_FD
+    python -I -c "<bootstrap>" SOCKET_FD [cpu|gpu]
 
 Started by the judge, inside the OS sandbox where the host allows (sandbox/judge/isolation.py),
 with one descriptor: its socket to the judge (the arena's memfd arrives over it; on a GPU the
@@ -522,7 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     _limit_resources()
     from sandbox.runner import seccomp
 
-    filtered = seccomp.install()  # before any candidate code: it and all it starts inherit the filter
+    on_gpu = len(argv) > 2 and argv[2] == "gpu"
+    filtered = seccomp.install(deferred_work=not on_gpu)  # before any candidate code: all it starts inherit it
     sock = socket.socket(fileno=int(argv[1]))
     import torch  # noqa: F401 - paid before the first request, while the judge prepares
 

