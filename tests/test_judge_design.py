@@ -792,3 +792,18 @@ def test_the_gpu_fold_is_used_only_where_it_gives_the_torch_trees_value(behaviou
     else:
         assert folded is None and fold._WORKS is False
         assert fold.fold(rows, TOP_ROWS, _K1, _K2) is None  # decided once for the process
+
+
+def test_the_runners_own_step_times_are_read_as_three_numbers_or_not_at_all() -> None:
+    # The runner says what its clock saw of each call's steps; the judge shows the medians beside a
+    # refusal and never uses them, so anything but three finite, non-negative numbers is dropped.
+    from sandbox.judge.bound import step_medians
+    from sandbox.judge.session import _steps
+
+    assert _steps([1, 2.5, 3]) == (1.0, 2.5, 3.0)
+    for bad in ([1, 2], [1, True, 3], [1, -1, 3], "1,2,3", [1e13, 0, 0], None, [1, float("nan"), 2]):
+        assert _steps(bad) is None, bad
+    calls = [SimpleNamespace(steps_us=(1.0, 10.0, 100.0)), SimpleNamespace(steps_us=None),
+             SimpleNamespace(steps_us=(3.0, 30.0, 300.0)), SimpleNamespace(steps_us=(2.0, 20.0, 200.0))]
+    assert step_medians(calls) == [2.0, 20.0, 200.0]
+    assert step_medians([SimpleNamespace(steps_us=None)]) is None

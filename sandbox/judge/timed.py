@@ -360,7 +360,8 @@ class Track:
 
     def _bound(self) -> dict[str, Any]:
         cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.beyond) else None
-        steps = {"runner_steps_us": {"before_call, call, after_call": "as the runner says it timed them",
+        steps = {"runner_steps_us": {"steps": ["before the call", "the call, host clock", "after the call"],
+                                     "said_by": "the runner: shown, never believed",
                                      "no-op": self.calibration.steps_us, "kernel": step_medians(self.said),
                                      "kernel_by_batch": [step_medians(self.said[sum(self.sizes[:k]):sum(self.sizes[:k + 1])])
                                                          for k in range(len(self.sizes))]}}
