@@ -713,11 +713,11 @@ def test_outputs_meet_exactly_where_their_bytes_do(search_steps: int, monkeypatc
     # workspace meet only where their bytes do, whatever their layout: compared with the bytes counted
     # one by one over random views (shapes, strides, offsets, element sizes) of one storage. With one
     # step of search allowed, every undecided pair is settled by marking bytes instead.
-    from sandbox.runner import main
-    from sandbox.runner.main import _meet
+    from sandbox.runner import overlap
+    from sandbox.runner.overlap import meet as _meet
 
-    monkeypatch.setattr(main, "MEET_SEARCH_NODES", search_steps)
-    main._layouts_meet.cache_clear()  # decided layouts are remembered: decide these afresh
+    monkeypatch.setattr(overlap, "SEARCH_STEPS", search_steps)
+    overlap.layouts_meet.cache_clear()  # decided layouts are remembered: decide these afresh
 
     generator = torch.Generator().manual_seed(7)
 
@@ -754,7 +754,7 @@ def test_outputs_meet_exactly_where_their_bytes_do(search_steps: int, monkeypatc
 def test_interleaved_ring_slots_do_not_meet() -> None:
     # The red-team's legitimate kernel that was refused: slot k of a ring is ws[:, :, k], so every slot's
     # byte range spans the whole ring, yet no two slots share a byte; the same slot twice does.
-    from sandbox.runner.main import _meet
+    from sandbox.runner.overlap import meet as _meet
 
     ring = torch.empty((512, 256, 32))
     assert not any(_meet(ring[:, :, 3], ring[:, :, k]) for k in range(32) if k != 3)

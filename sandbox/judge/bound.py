@@ -10,6 +10,7 @@ refused (`bound_by_judge`), as is a runner whose own work got cheaper than its n
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -55,10 +56,20 @@ STOPPED_CPU_S = 0.002
 
 def step_medians(calls: list[Any]) -> list[float] | None:
     """The medians of the runner's own step times over calls that said them (session.Call.steps_us)."""
-    said = [c.steps_us for c in calls if getattr(c, "steps_us", None) is not None]
+    said = [c.steps_us for c in calls if c.steps_us is not None]
     if not said:
         return None
     return [round(statistics.median(step), 1) for step in zip(*said, strict=True)]
+
+
+def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int]) -> dict[str, Any]:
+    """For a verdict: the steps the runner says its timed calls took (`said`, batch after batch of
+    `sizes` calls), overall and by batch, beside the no-op's. Shown, never believed."""
+    bounds = [0, *itertools.accumulate(sizes)]
+    return {"runner_steps_us": {"steps": ["before the call", "the call, host clock", "after the call"],
+                                "said_by": "the runner: shown, never believed",
+                                "no-op": calibration.steps_us, "kernel": step_medians(said),
+                                "kernel_by_batch": [step_medians(said[a:b]) for a, b in itertools.pairwise(bounds)]}}
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Any
 from sandbox.integrity import IntegrityViolation
 from sandbox.judge import procs
 from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
-                                 stayed_still, step_medians)
+                                 runner_steps, stayed_still, step_medians)
 from sandbox.judge.checks import Judge, output_bytes
 from sandbox.judge.session import Call
 from sandbox.shared.arena import align, tensors
@@ -360,25 +360,21 @@ class Track:
 
     def _bound(self) -> dict[str, Any]:
         cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.beyond) else None
-        steps = {"runner_steps_us": {"steps": ["before the call", "the call, host clock", "after the call"],
-                                     "said_by": "the runner: shown, never believed",
-                                     "no-op": self.calibration.steps_us, "kernel": step_medians(self.said),
-                                     "kernel_by_batch": [step_medians(self.said[sum(self.sizes[:k]):sum(self.sizes[:k + 1])])
-                                                         for k in range(len(self.sizes))]}}
+        overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
+        return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
+                              cpu_judged=cpu, cores=cores())
+
+    def result(self) -> dict[str, Any]:
+        """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note),
+        with the steps the runner says it took beside the no-op's, in the bound and in a refusal."""
+        steps = runner_steps(self.calibration, self.said, self.sizes)
         try:
-            overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
-            detail = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind,
-                                    self.copy_us(), cpu_judged=cpu, cores=cores())
+            bound = self._bound()
         except IntegrityViolation as exc:
             if exc.detail is not None and isinstance(exc.detail.get("judge"), dict):
                 exc.detail["judge"] |= steps
             raise
-        detail["judge"] |= steps
-        return detail
-
-    def result(self) -> dict[str, Any]:
-        """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note)."""
-        bound = self._bound()
+        bound["judge"] |= steps
         idle = self.judge.session.idle_cpu_now() - self.idle_cpu_start
         calls_s = sum(self.reported) / 1e6
         bound["judge"] |= {"idle_cpu_ms": round(idle * 1e3, 1), "calls_ms": round(calls_s * 1e3, 1)}

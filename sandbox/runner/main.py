@@ -20,7 +20,6 @@ Standard library, torch and PyYAML only.
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import socket
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.shared import protocol
+from sandbox.runner.overlap import meet
 from sandbox.shared.arena import Arena, ArenaError, DeviceArena, align, contiguous_strides, decode, encode
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
@@ -233,7 +233,7 @@ class Runner:
         if not self.copy_outputs:
             mine = [t for _, t in tensors(out) if t.numel()]
             for i, kept in self.kept.items():
-                if any(_meet(a, b) for a in mine for _, b in tensors(kept) if b.numel()):
+                if any(meet(a, b) for a in mine for _, b in tensors(kept) if b.numel()):
                     self.overwritten.add(i)
                     self.copy_outputs = True
         if not self.copy_outputs:
@@ -399,102 +399,6 @@ def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
     held = [torch.empty(size, dtype=torch.uint8, device=device) for _ in range(blocks)]
     for block in held:
         block.fill_(0xFF)
-
-
-def _span(tensor: Any) -> tuple[int, int]:
-    """The byte range [start, end) a non-empty tensor's elements lie in (torch's strides are >= 0)."""
-    last = sum((n - 1) * st for n, st in zip(tensor.shape, tensor.stride(), strict=True))
-    return tensor.data_ptr(), tensor.data_ptr() + (last + 1) * tensor.element_size()
-
-
-def _meet(first: Any, second: Any) -> bool:
-    """Whether two non-empty tensors share a byte. Slices of one workspace meet only where their
-    bytes do: a ring handing out distinct slices overwrites nothing, whether its slots are blocks
-    or interleaved along an axis (every slot's range then spans the whole ring)."""
-    (start, end), (other, other_end) = _span(first), _span(second)
-    if not (start < other_end and other < end):
-        return False
-    return _layouts_meet(_layout(first), _layout(second), other - start)
-
-
-def _layout(tensor: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    return tuple(tensor.shape), tuple(tensor.stride()), tensor.element_size()
-
-
-Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, strides (elements), element size (bytes)
-MEET_SEARCH_NODES = 20_000  # steps of the search (about 1 µs each) before the bytes are marked instead
-MEET_MASK_BYTES = 256 << 20  # the largest span marked byte by byte; beyond, the layouts are called meeting
-
-
-@functools.lru_cache(maxsize=1024)
-def _layouts_meet(first: Layout, second: Layout, offset: int) -> bool:
-    """Whether a tensor of the first layout and one of the second starting `offset` bytes after it
-    share a byte (a batch's outputs repeat their layouts: each pair is decided once). Exact: element
-    a of the first lies at sum(a_i * stride_i * size) and the two meet where some pair of elements
-    lies closer than an element's size, which `_reachable` searches for; where it does not decide,
-    the first's bytes are marked in a mask and the second's read."""
-    terms: dict[int, tuple[int, int]] = {}  # a byte step -> the range of its coefficient
-    for (shape, strides, size), sign in ((first, 1), (second, -1)):
-        for n, stride in zip(shape, strides, strict=True):
-            if n > 1 and stride:
-                low, high = terms.get(stride * size, (0, 0))
-                terms[stride * size] = (low, high + n - 1) if sign > 0 else (low - (n - 1), high)
-    # first's byte at x, second's at offset + y, x - y a sum over the terms: they meet when
-    # -size(first) < x - offset - y < size(second).
-    found = _reachable(sorted(terms.items(), reverse=True), offset - first[2], offset + second[2])
-    if found is not None:
-        return found
-    low, high = min(0, offset), max(_extent(first), offset + _extent(second))
-    if high - low > MEET_MASK_BYTES:
-        return True  # the cautious answer: the outputs are copied from then on
-    return _meet_by_mask(first, second, offset, low, high)
-
-
-def _extent(layout: Layout) -> int:
-    shape, strides, size = layout
-    return (sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + 1) * size
-
-
-def _meet_by_mask(first: Layout, second: Layout, offset: int, low: int, high: int) -> bool:
-    """`_layouts_meet` by marking the first layout's bytes in a mask over [low, high) (host memory,
-    wherever the tensors lie) and reading the second's."""
-    import torch
-
-    mask = torch.zeros(high - low, dtype=torch.uint8)
-
-    def covered(layout: Layout, at: int) -> Any:
-        shape, strides, size = layout
-        return mask.as_strided([*shape, size], [s * size for s in strides] + [1], at - low)
-
-    covered(first, 0).fill_(1)
-    return bool(covered(second, offset).any())
-
-
-def _reachable(terms: list[tuple[int, tuple[int, int]]], low: int, high: int) -> bool | None:
-    """Whether some sum of c * weight over `terms` (weight, (c_min, c_max)), heaviest first, lies strictly
-    between low and high; None when MEET_SEARCH_NODES steps did not decide. Depth first; at each term
-    only coefficients the lighter terms can still complete are tried, so for the layouts tensors have
-    (each step beyond the reach of the smaller ones) a level tries one or two."""
-    count = len(terms)
-    least, most = [0] * (count + 1), [0] * (count + 1)  # what the terms from i on can sum to
-    for i in range(count - 1, -1, -1):
-        weight, (c_low, c_high) = terms[i]
-        least[i], most[i] = least[i + 1] + c_low * weight, most[i + 1] + c_high * weight
-    stack, nodes = [(0, low, high)], 0
-    while stack:
-        i, below, above = stack.pop()
-        nodes += 1
-        if nodes > MEET_SEARCH_NODES:
-            return None
-        if i == count:
-            if below < 0 < above:
-                return True
-            continue
-        weight, (c_low, c_high) = terms[i]
-        first = max(c_low, (below - most[i + 1]) // weight + 1)
-        last = min(c_high, -((least[i + 1] - above) // weight) - 1)
-        stack.extend((i + 1, below - c * weight, above - c * weight) for c in range(first, last + 1))
-    return False
 
 
 def _map_tensors(data: Any, fn: Any) -> Any:

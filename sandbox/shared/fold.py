@@ -18,6 +18,8 @@ import logging
 
 import torch
 
+from sandbox.shared.blend import LANES, torch_tree  # the kernel's 32 lanes are these
+
 logger = logging.getLogger(__name__)
 
 try:
@@ -29,7 +31,6 @@ except ImportError:  # a CPU build of torch
 BLOCK_LEVELS = 6  # levels one program folds: a block of 64 rows (16 KB) in, one row out
 BLOCK_ROWS = 1 << BLOCK_LEVELS
 SCRATCH_ROWS = BLOCK_ROWS // 2 + BLOCK_ROWS // 4  # two alternating levels' rows per program
-LANES = 32
 
 if triton is not None:
 
@@ -97,7 +98,7 @@ if triton is not None:
             count = tl.where(active, nxt, count)
 
 
-# Whether the kernel has run in this process (True), failed to build here (False), or not yet run (None).
+# Whether the kernel gave the torch tree's value in this process (True), failed to (False), or is untried (None).
 _WORKS: bool | None = None
 
 
@@ -127,8 +128,6 @@ def _agrees(device: torch.device, top_rows: int, k1: int, k2: int, warps: int) -
     random rows. Where either fails (a Triton that cannot build it, a GPU whose barriers or loads
     behave otherwise than the H100's it was checked on), the torch tree stays in use, so the judge
     and the runner never disagree on a digest because of this kernel."""
-    from sandbox.shared.blend import torch_tree
-
     draws = torch.Generator(device=device).manual_seed(PROBE_ROWS)  # the process's own generator is left alone
     probe = torch.randint(-(1 << 62), 1 << 62, (PROBE_ROWS, LANES), dtype=torch.int64, device=device, generator=draws)
     try:
