@@ -265,6 +265,7 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
                                                    ("vector_add", "rt_nolook_shared_output_late", Status.rejected),
                                                    ("vector_add", "rt_channel_digest_forge", Status.rejected),
                                                    ("vector_add", "rt_channel_lean_runner", Status.rejected),
+                                                   ("softmax", "rt_channel_alias_mapping", Status.rejected),
                                                    ("vector_add", "problems/vector_add/seeds/cpu.py", Status.ok),
                                                    ("softmax", "legit_rt_persistent_out", Status.ok),
                                                    ("softmax", "legit_rt_ring_slices", Status.ok),
@@ -281,6 +282,7 @@ def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str,
         rule = {"rt_channel_claim_overwritten": "output-changed-after-return",
                 "rt_nolook_shared_output_late": "timed-output-wrong",
                 "rt_channel_digest_forge": "output-changed-after-return",
-                "rt_channel_lean_runner": "overhead-shortened"}.get(name, "input-mutation")
+                "rt_channel_lean_runner": "overhead-shortened",
+                "rt_channel_alias_mapping": "output-changed-after-return"}.get(name, "input-mutation")
         rules = rule if isinstance(rule, tuple) else (rule,)
         assert verdict.integrity.violation is not None and verdict.integrity.violation.rule in rules, _detail(verdict)
