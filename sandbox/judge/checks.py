@@ -124,6 +124,22 @@ class Judge:
                 view.copy_(tensor)
         return tree, region
 
+    def place_recipe(self, bases: list[Any], buffers: list[str], recipe: dict[str, Any], out_bytes: int,
+                     start: int = 0) -> tuple[Any, dict[str, int]]:
+        """The call's inputs blended by the recipe straight into the arena from `start` (outputs poisoned),
+        laid out as `place` lays out `blend`'s copy; the tree and the output region. A copy fewer than
+        blending here and placing that, and nothing of the call held in the judge: a checked call's inputs
+        are blended again (`blend`, the same values bit for bit) once it has returned."""
+        layout = Layout(start)
+        tree = encode(bases[0], layout.place)
+        region = {"offset": align(layout.end), "capacity": align(out_bytes) + 4096}
+        self._ensure(region["offset"] + region["capacity"])
+        assert self.arena is not None
+        views = decode(tree, self.arena.view)
+        work = {path: view for (path, _), (_, view) in zip(tensors(bases[0]), tensors(views), strict=True)}
+        apply_recipe(work, [dict(tensors(b)) for b in bases], recipe, buffers)
+        return tree, region
+
     def recipe(self, base: Any, buffers: list[str]) -> dict[str, Any]:
         """A call's inputs that no earlier call had: a secret convex blend of two generated sets.
 

@@ -118,15 +118,14 @@ def _hand_over(judge: Judge, shape: Shape) -> None:
 class Batch:
     items: list[dict[str, Any]]
     recipes: list[dict[str, Any]]
-    pristines: list[Any]  # CPU: what the judge wrote for each call
-    trees: list[Any]
+    trees: list[Any]  # CPU: where the judge wrote each call's inputs in the arena
 
 
 def _batch(judge: Judge, shape: Shape, size: int, given: list[dict[str, Any]] | None = None) -> Batch:
     """The next `size` calls: recipes (new ones, or those `given`), and on the CPU their inputs
-    written into arena slots."""
+    blended into arena slots."""
     slot = align(shape.in_bytes + shape.out_bytes + 8192)
-    items, recipes, pristines, trees = [], [], [], []
+    items, recipes, trees = [], [], []
     if not judge.resident_inputs:
         judge._ensure(slot * size)
     for j in range(size):
@@ -136,24 +135,22 @@ def _batch(judge: Judge, shape: Shape, size: int, given: list[dict[str, Any]] | 
         if judge.resident_inputs:
             items.append({"i": judge.calls, "recipe": recipe})
             continue
-        pristine = judge.blend(shape.bases, shape.buffers, recipe)
-        tree, region = judge.place(pristine, shape.buffers, shape.out_bytes, start=j * slot)
+        tree, region = judge.place_recipe(shape.bases, shape.buffers, recipe, shape.out_bytes, start=j * slot)
         items.append({"i": judge.calls, "data": tree, "out": region})
-        pristines.append(pristine)
         trees.append(tree)
-    return Batch(items, recipes, pristines, trees)
+    return Batch(items, recipes, trees)
 
 
 def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed: int) -> None:
-    """Compare call j's output with the reference on exactly the inputs it was given."""
+    """Compare call j's output with the reference on exactly the inputs it was given (blended again
+    from the judge's sets: the arena's copy is the runner's to read, never the judge's to trust)."""
+    pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[j])
     if judge.resident_inputs:
-        pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[j])
         output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes, pristine, shape.buffers, shape.in_bytes)
-        expected, _ = judge.expected(pristine, consume=True)
     else:
+        judge.inputs_unchanged(batch.trees[j], pristine, shape.buffers)
         output = judge.output_of(call)
-        pristine = batch.pristines[j]
-        expected, _ = judge.expected(pristine, consume=True)  # its inputs were already compared
+    expected, _ = judge.expected(pristine, consume=True)
     verdict = judge.verdict_of(pristine, output, expected)
     if not verdict.passed:
         raise IntegrityViolation(
@@ -244,7 +241,7 @@ def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
         expected, _ = judge.expected(pristine, consume=True)
     else:
         output = judge.output_of(call)
-        pristine = batch.pristines[0]
+        pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[0])
         expected, _ = judge.expected(pristine)
     judge.verdict_of(pristine, expected, expected)  # a passing comparison's cost
     del output
@@ -304,12 +301,8 @@ class Track:
             # (a batch holding any warm-up call is not timed at all).
             first = timed == 1 or (was_timed and not self.samples and j == 0)
             if first or fast or judge.secret.chance(CHECKED_SHARE):
-                if not judge.resident_inputs:  # first: the check then uses the judge's copy up
-                    judge.inputs_unchanged(batch.trees[j], batch.pristines[j], shape.buffers)
                 _verify(judge, shape, batch, j, call, max(timed, 0))
                 checked = True
-            if not judge.resident_inputs:
-                batch.pristines[j] = None  # done with it: one call's inputs at a time in the judge
         self.copied += sum(1 for c in calls if c.copied)
         if was_timed:
             # The sample is the batch's mean per call: a call's own figure could be moved onto
