@@ -23,7 +23,7 @@ from sandbox.judge import bound, isolation, libwatch, timed
 from sandbox.judge.bound import Calibration, bound_by_judge
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
-from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode
+from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode, tensors
 from sandbox.shared.blend import apply_recipe, blend_into, digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,6 +183,37 @@ def test_a_blend_is_the_rotated_convex_mix_in_every_dtype(dtype: torch.dtype) ->
     blend_into(out, a, b, 7 * 3, 0.25)
     expected = torch.lerp(torch.roll(b.float().reshape(-1), -21), a.float().reshape(-1), 0.25).to(dtype)
     assert torch.equal(out.reshape(-1).float(), expected.float())
+
+
+def test_inputs_blended_in_the_arena_are_those_the_judge_blends_for_its_check() -> None:
+    """The CPU judge blends a call's inputs straight into the arena and, for a checked call, blends them
+    again in its own memory: both must hold the same bits, laid out where `place` would put them, with
+    the preallocated output poisoned and the inputs that are not blended copied from the first set."""
+    from sandbox.judge.checks import Judge
+
+    def generated() -> dict[str, object]:
+        return {"x": torch.randn(48, 33), "t": torch.randn(33, 48).t(), "n": torch.arange(12),
+                "e": torch.randn(1, 9).expand(5, 9), "out": torch.empty(48, 33), "scale": 0.5}
+
+    bases, buffers = [generated(), generated()], ["['out']"]
+    judge = Judge(problem=SimpleNamespace(), device="cpu", session=SimpleNamespace(), policy=SimpleNamespace(),
+                  arena=Arena.create(1 << 20))
+    recipe = judge.recipe(bases[0], buffers)
+    assert set(recipe["mix"]) == {"['x']", "['t']"}  # floating and dense: the ints and the expanded rows are copied
+    tree, region = judge.place_recipe(bases, buffers, recipe, out_bytes=48 * 33 * 4, start=4096)
+    pristine = judge.blend(bases, buffers, recipe)
+    arena = judge.arena
+    assert arena is not None
+    mine = dict(tensors(pristine))
+    for path, view in tensors(decode(tree, arena.view)):
+        if path in buffers:
+            assert bool(view.isnan().all()), path
+        else:
+            assert view.stride() == mine[path].stride() and torch.equal(view, mine[path]), path
+    judge.inputs_unchanged(tree, pristine, buffers)  # what the check compares after the call
+    # Laid out as the judge's own copy would be placed (which now overwrites the arena's).
+    assert judge.place(pristine, buffers, 48 * 33 * 4, start=4096) == (tree, region)
+    arena.close()
 
 
 def test_the_digest_commits_to_every_bit() -> None:
