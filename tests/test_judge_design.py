@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import errno
 import json
 import os
@@ -214,6 +215,30 @@ def test_inputs_blended_in_the_arena_are_those_the_judge_blends_for_its_check() 
     # Laid out as the judge's own copy would be placed (which now overwrites the arena's).
     assert judge.place(pristine, buffers, 48 * 33 * 4, start=4096) == (tree, region)
     arena.close()
+
+
+def test_a_shapes_sets_are_drawn_anew_between_batches_within_their_share_of_the_time() -> None:
+    """A kernel that learnt the two sets a shape's calls are blended from (red-team round 16) finds new
+    ones after the batch it learnt them in, for every kernel timed on the shape, as long as drawing
+    them costs at most RENEWAL_SHARE of the shape's timing so far."""
+    drawn: list[int] = []
+
+    def fresh(params: dict[str, int]) -> dict[str, torch.Tensor]:
+        drawn.append(params["n"])
+        return {"x": torch.randn(params["n"])}
+
+    judge = SimpleNamespace(fresh=fresh, resident_inputs=False)
+    first = timed.Shape("n=8", {"n": 8}, [fresh({"n": 8}), fresh({"n": 8})], [], 32, 32, 1, drawn_s=0.001)
+    base = dataclasses.replace(first)  # the base of a pair shares the shape's sets
+    before = first.bases
+    renewal = timed.SetRenewal([(judge, first), (judge, base)], started=time.perf_counter() - 1.0)
+    renewal.after_batch()
+    assert renewal.renewals == 1 and len(drawn) == 4 and first.bases is base.bases and first.bases is not before
+    assert not any(torch.equal(new["x"], old["x"]) for new, old in zip(first.bases, before, strict=True))
+    first.drawn_s = 0.5  # half of the second the shape has been timed: more than its share
+    renewal.after_batch()
+    assert renewal.renewals == 1 and len(drawn) == 4
+    assert renewal.noted({"judge": {}}) == {"judge": {"set_renewals": 1}}
 
 
 def test_the_digest_commits_to_every_bit() -> None:

@@ -182,6 +182,18 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
     assert deferred.summary.geomean_us > 0.5 * honest.summary.geomean_us, (deferred.summary, honest.summary)
 
 
+def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
+    # Class 4 by another road (red-team round 16): a kernel that learnt the two sets every timed input was
+    # blended from answered the 256^3 matmul from cached products, 2.9x faster than the honest seed. With a
+    # weight per element and call there is no family to learn: it gives up and computes like the seed.
+    learner = _evaluate("matmul_bf16", "rt_memo_blend_family")
+    honest = _evaluate("matmul_bf16", "problems/matmul_bf16/seeds/cpu.py")
+    assert learner.status == Status.ok == honest.status, _detail(learner) + _detail(honest)
+    shape = "m=256, n=256, k=256"
+    learnt, computed = (next(b.median_us for b in v.benchmarks if b.shape == shape) for v in (learner, honest))
+    assert learnt > 0.6 * computed, (learnt, computed)
+
+
 @pytest.mark.parametrize("problem, name", [("vector_add", "rt_channel_underreport_within"),  # 120 µs short
                                            ("softmax", "rt_channel_underreport_softmax"),  # 0.6 of its time
                                            # A fifth of its time: rejected on a quiet host; on a loaded one

@@ -10,7 +10,9 @@ one round trip's noise among its calls, so the bound tightens with the batch.
 
 Inputs: on the CPU the judge writes each call's inputs into the arena; on a GPU the runner builds
 them on its device from two sets it holds, by the judge's secret recipe, and commits to each
-output with a digest (sandbox/shared/blend.py). Which calls are checked is drawn after the batch
+output with a digest (sandbox/shared/blend.py). The two sets are drawn anew between batches
+(`SetRenewal`), so no kernel can learn them in one batch and answer the next ones from products
+it cached for them. Which calls are checked is drawn after the batch
 answered: half of the timed calls, every call faster than the median so far, and the first timed
 call. A checked call's inputs, as the call left them (in the arena, or handed back by a GPU
 runner), are compared with the judge's own, and its output with the reference's on them.
@@ -45,6 +47,14 @@ CHECKED_SHARE = 0.5
 MIN_PAIRED_ROUNDS = 16
 PAIRED_BUDGET_CAP = 4.0
 CALIBRATION_BATCHES = 5
+# Every call of a batch blends the shape's two generated sets. Red-team round 16 learnt the sets from six
+# calls of its untimed warm-up batch and answered each later call of a 256^3 matmul from products cached
+# for every rotation of them: O(m*n) work a call instead of O(m*n*k), correct outputs, 2.9x the honest
+# kernel (tests/adversarial/rt_memo_blend_family.py). The sets are drawn anew after a batch whenever
+# drawing them has so far cost no more than this share of the shape's timing: after nearly every batch
+# where they are small, which is where such a cache pays; seldom where they are large (a product cached
+# per rotation of large sets does not fit in memory), so that drawing never dominates a verdict's time.
+RENEWAL_SHARE = 0.25
 MAX_BATCH = 16
 # Bytes of inputs and outputs one batch may hold: slots in the arena on the CPU, call tensors on a GPU.
 BATCH_BYTES = {"cpu": 64 << 20, "gpu": 2 << 30}
@@ -71,6 +81,7 @@ class Shape:
     # Where the reference's fresh output is placed when it is timed on the CPU (`_placed`): kept for
     # the shape, so no timed reference call pays for an allocation.
     placed_outputs: dict[int, Any] = field(default_factory=dict)
+    drawn_s: float = 0.0  # what drawing (and handing over) its sets cost, so far
 
 
 def batch_size(judge: Judge, in_bytes: int, out_bytes: int) -> int:
@@ -80,16 +91,47 @@ def batch_size(judge: Judge, in_bytes: int, out_bytes: int) -> int:
 
 def prepare(judge: Judge, params: dict[str, Any], batch: int | None = None) -> Shape:
     """Two fresh sets for a shape, and (GPU) the runner's copy of them with a slot per batch call."""
+    started = time.perf_counter()
     bases = [judge.fresh(params) for _ in range(2)]
+    drawn_s = time.perf_counter() - started
     first, buffers = judge.expected(bases[0])
     out_bytes = output_bytes(first)
     del first
     in_bytes = sum(align(t.numel() * t.element_size()) for _, t in tensors(bases[0]))
     shape = Shape(judge.problem.shape_label(params), params, bases, buffers, out_bytes, in_bytes,
-                  batch or batch_size(judge, in_bytes, out_bytes))
+                  batch or batch_size(judge, in_bytes, out_bytes), drawn_s=drawn_s)
     if judge.resident_inputs:
         _hand_over(judge, shape)
     return shape
+
+
+@dataclass
+class SetRenewal:
+    """New sets for a shape between its batches, within RENEWAL_SHARE of its timing's wall time. The
+    kernels timed side by side on a shape share its sets: each gets the new ones (a runner that builds
+    its inputs itself, a copy)."""
+
+    pairs: list[tuple[Judge, Shape]]
+    started: float = field(default_factory=time.perf_counter)
+    renewals: int = 0
+
+    def after_batch(self) -> None:
+        judge, shape = self.pairs[0]
+        if shape.drawn_s > RENEWAL_SHARE * (time.perf_counter() - self.started):
+            return
+        started = time.perf_counter()
+        bases = [judge.fresh(shape.params) for _ in range(2)]
+        for owner, each in self.pairs:
+            each.bases = bases
+            if owner.resident_inputs:
+                _hand_over(owner, each)
+        shape.drawn_s += time.perf_counter() - started
+        self.renewals += 1
+
+    def noted(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A shape's timing result with how many times its sets were drawn anew, beside the bound."""
+        result["judge"]["set_renewals"] = self.renewals
+        return result
 
 
 def release(judge: Judge, shape: Shape) -> None:
@@ -379,12 +421,14 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
     """Per-call times of one shape (the runner's figures, bounded by the judge's clock), and the bound."""
     track = Track.start(judge, shape, calibration)
     started = time.perf_counter()
+    renewal = SetRenewal([(judge, shape)])
     while True:
         track.step()
         if track.samples and _enough(track.samples, sum(track.sizes), policy, time.perf_counter() - started) \
                 and track.settled():
             break
-    return track.result()
+        renewal.after_batch()
+    return renewal.noted(track.result())
 
 
 # A paired timing is on a busy host when work other than the evaluation's own took more than this
@@ -442,6 +486,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     rounds = 0
     base_failed: str | None = None  # the base's failure ends the pairing, never the candidate's verdict
     timer = Timer(first.judge.device, TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=1))
+    renewal = SetRenewal([(t.judge, t.shape) for t in tracks])
     while True:
         # The kernel that goes first in a round also draws its inputs and times the reference on them:
         # every role alternates, so no position favours either kernel.
@@ -480,6 +525,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         rounds_enough = base_failed or len(ratios) >= MIN_PAIRED_ROUNDS or elapsed > PAIRED_BUDGET_CAP * policy.budget_s
         if series and rounds_enough and _enough(series, calls, policy, elapsed) and all(t.settled() for t in live):
             break
+        renewal.after_batch()
     other = load.other_share()
     busy = other is not None and other > BUSY_HOST_SHARE
     paired: dict[str, Any] = {"rounds": rounds, **paired_summary([] if base_failed else ratios, busy=busy,
@@ -496,7 +542,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
         paired["reference_median_us"] = statistics.median(reference_us)
     if base_failed:
         paired |= {"ratio": None, "ratio_ci": None, "difference": "not measured", "error": base_failed[:500]}
-    return {"candidate": first.result(), "paired": paired}
+    return {"candidate": renewal.noted(first.result()), "paired": paired}
 
 
 def _stopped_now(tracks: list[Track]) -> list[tuple[Track, float | None]]:
