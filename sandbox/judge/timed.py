@@ -120,6 +120,8 @@ class SetRenewal:
         if shape.drawn_s > RENEWAL_SHARE * (time.perf_counter() - self.started):
             return
         started = time.perf_counter()
+        for _, each in self.pairs:
+            each.bases = []  # the old sets go first: never two pairs of sets at once, on a GPU least of all
         bases = [judge.fresh(shape.params) for _ in range(2)]
         for owner, each in self.pairs:
             each.bases = bases

@@ -191,7 +191,7 @@ class Runner:
 
         key = str(request.get("key"))
         self.resident.pop(key, None)
-        self.kept = {}
+        self.kept, self.kept_inputs = {}, {}  # the old sets' slots go now, before the new sets are copied in
         if not request["sets"]:  # the judge is done with this shape: free its sets
             if self.device.startswith("cuda"):
                 import torch
