@@ -115,10 +115,11 @@ class SetRenewal:
     started: float = field(default_factory=time.perf_counter)
     renewals: int = 0
 
-    def after_batch(self) -> None:
+    def after_batch(self) -> bool:
+        """Draw new sets if they are due; True when they were drawn."""
         judge, shape = self.pairs[0]
         if shape.drawn_s > RENEWAL_SHARE * (time.perf_counter() - self.started):
-            return
+            return False
         started = time.perf_counter()
         for _, each in self.pairs:
             each.bases = []  # the old sets go first: never two pairs of sets at once, on a GPU least of all
@@ -129,6 +130,7 @@ class SetRenewal:
                 _hand_over(owner, each)
         shape.drawn_s += time.perf_counter() - started
         self.renewals += 1
+        return True
 
     def noted(self, result: dict[str, Any]) -> dict[str, Any]:
         """A shape's timing result with how many times its sets were drawn anew, beside the bound."""
@@ -429,7 +431,9 @@ def run(judge: Judge, shape: Shape, policy: TimingPolicy, calibration: Calibrati
         if track.samples and _enough(track.samples, sum(track.sizes), policy, time.perf_counter() - started) \
                 and track.settled():
             break
-        renewal.after_batch()
+        if renewal.after_batch() and track.kind == "gpu":
+            # The judge drew the sets on the GPU: the switch back to the runner belongs to no call.
+            judge.session.settle(judge.deadline)
     return renewal.noted(track.result())
 
 
