@@ -235,10 +235,16 @@ def test_a_shapes_sets_are_drawn_anew_between_batches_within_their_share_of_the_
     renewal.after_batch()
     assert renewal.renewals == 1 and len(drawn) == 4 and first.bases is base.bases and first.bases is not before
     assert not any(torch.equal(new["x"], old["x"]) for new, old in zip(first.bases, before, strict=True))
-    first.drawn_s = 0.5  # half of the second the shape has been timed: more than its share
+    renewal.spent_s = 0.5  # half of the second the shape has been timed: more than its share
     renewal.after_batch()
     assert renewal.renewals == 1 and len(drawn) == 4
     assert renewal.noted({"judge": {}}) == {"judge": {"set_renewals": 1}}
+    # Sets a batch has used (the second calibration's, or a first attempt's before a retry) are not
+    # the next attempt's: it starts on new ones, and only its own draws count against its share.
+    first.seen = True
+    again = timed.SetRenewal([(judge, first), (judge, base)])
+    assert again.renewals == 1 and len(drawn) == 6 and not first.seen and first.bases is base.bases
+    assert again.spent_s < 0.5
 
 
 def test_the_digest_commits_to_every_bit() -> None:

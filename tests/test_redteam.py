@@ -183,15 +183,17 @@ def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
 
 
 def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
-    # Class 4 by another road (red-team round 16): a kernel that learnt the two sets every timed input was
-    # blended from answered the 256^3 matmul from cached products, 2.9x faster than the honest seed. With a
-    # weight per element and call there is no family to learn: it gives up and computes like the seed.
+    # Class 4 by another road. Red-team round 16 learnt the two sets every timed input of the 256^3 matmul
+    # was blended from, in its warm-up batch, and answered later calls from products cached for them:
+    # 2.9x the honest seed. Round 17 made its first attempt at 128x512x1024 under-report so that it was
+    # thrown away, learnt the sets there and answered the second attempt from its cache: about 7x. The
+    # sets are drawn anew between batches and as each attempt starts: both give up and compute like the seed.
     learner = _evaluate("matmul_bf16", "rt_memo_blend_family")
     honest = _evaluate("matmul_bf16", "problems/matmul_bf16/seeds/cpu.py")
     assert learner.status == Status.ok == honest.status, _detail(learner) + _detail(honest)
-    shape = "m=256, n=256, k=256"
-    learnt, computed = (next(b.median_us for b in v.benchmarks if b.shape == shape) for v in (learner, honest))
-    assert learnt > 0.6 * computed, (learnt, computed)
+    for shape in ("m=256, n=256, k=256", "m=128, n=512, k=1024"):
+        learnt, computed = (next(b.median_us for b in v.benchmarks if b.shape == shape) for v in (learner, honest))
+        assert learnt > 0.6 * computed, (shape, learnt, computed)
 
 
 @pytest.mark.parametrize("problem, name", [("vector_add", "rt_channel_underreport_within"),  # 120 µs short

@@ -81,7 +81,8 @@ class Shape:
     # Where the reference's fresh output is placed when it is timed on the CPU (`_placed`): kept for
     # the shape, so no timed reference call pays for an allocation.
     placed_outputs: dict[int, Any] = field(default_factory=dict)
-    drawn_s: float = 0.0  # what drawing (and handing over) its sets cost, so far
+    drawn_s: float = 0.0  # what drawing its first sets cost
+    seen: bool = False  # whether a batch has used its sets (the runner, and code loaded there, saw them)
 
 
 def batch_size(judge: Judge, in_bytes: int, out_bytes: int) -> int:
@@ -107,30 +108,45 @@ def prepare(judge: Judge, params: dict[str, Any], batch: int | None = None) -> S
 
 @dataclass
 class SetRenewal:
-    """New sets for a shape between its batches, within RENEWAL_SHARE of its timing's wall time. The
-    kernels timed side by side on a shape share its sets: each gets the new ones (a runner that builds
-    its inputs itself, a copy)."""
+    """New sets for one attempt at a shape's timing. As the attempt starts, if a batch has used the
+    sets: the second calibration runs its no-op beside the candidate's code, which can read its
+    inputs, and a timing measured again after a contradiction follows a whole attempt on them
+    (red-team round 17 under-reported to be retried, learnt the sets in the first attempt and
+    answered the second from its cache). Then after a batch, whenever this attempt's draws have
+    cost no more than RENEWAL_SHARE of its wall time. The kernels timed side by side on a shape
+    share its sets: each gets the new ones (a runner that builds its inputs itself, a copy)."""
 
     pairs: list[tuple[Judge, Shape]]
     started: float = field(default_factory=time.perf_counter)
+    spent_s: float = 0.0  # what this attempt's sets cost to draw
     renewals: int = 0
+
+    def __post_init__(self) -> None:
+        shape = self.pairs[0][1]
+        if shape.seen:
+            self._draw()
+        else:
+            self.spent_s = shape.drawn_s
 
     def after_batch(self) -> bool:
         """Draw new sets if they are due; True when they were drawn."""
-        judge, shape = self.pairs[0]
-        if shape.drawn_s > RENEWAL_SHARE * (time.perf_counter() - self.started):
+        if self.spent_s > RENEWAL_SHARE * (time.perf_counter() - self.started):
             return False
+        self._draw()
+        return True
+
+    def _draw(self) -> None:
+        judge, shape = self.pairs[0]
         started = time.perf_counter()
         for _, each in self.pairs:
             each.bases = []  # the old sets go first: never two pairs of sets at once, on a GPU least of all
         bases = [judge.fresh(shape.params) for _ in range(2)]
         for owner, each in self.pairs:
-            each.bases = bases
+            each.bases, each.seen = bases, False
             if owner.resident_inputs:
                 _hand_over(owner, each)
-        shape.drawn_s += time.perf_counter() - started
+        self.spent_s += time.perf_counter() - started
         self.renewals += 1
-        return True
 
     def noted(self, result: dict[str, Any]) -> dict[str, Any]:
         """A shape's timing result with how many times its sets were drawn anew, beside the bound."""
@@ -172,6 +188,7 @@ def _batch(judge: Judge, shape: Shape, size: int, given: list[dict[str, Any]] | 
     blended into arena slots."""
     slot = align(shape.in_bytes + shape.out_bytes + 8192)
     items, recipes, trees = [], [], []
+    shape.seen = True
     if not judge.resident_inputs:
         judge._ensure(slot * size)
     for j in range(size):
