@@ -301,6 +301,29 @@ def test_library_samples_count_torch_and_blas_but_not_the_candidates_own_code() 
     assert [sym for (_, sym) in gemm.forbidden] == ["mkl_blas_def_sgemm_kernel_0_zen"]  # not the own sgemm_tile
 
 
+def test_the_candidates_own_kernels_may_have_a_librarys_name() -> None:
+    """What the judge built from the candidate's source is its own code when the source names the
+    function: the matmul seed renamed `bf16_gemm_kernel`, and a softmax in `namespace native`, were
+    refused `forbidden-op` for their names alone (red-team round 17). The same names in a copy under
+    /tmp, or a library's name the source never wrote, still count."""
+    source = "extern \"C\" void bf16_gemm_kernel(...) {} namespace native { void softmax_row(...) {} }"
+    watch = libwatch.LibraryWatch(Path("/nowhere"), own_code=["/cache/build"], own_names=libwatch.identifiers(source))
+    samples = [
+        ("/cache/build/abc/lib.so", "bf16_gemm_kernel._omp_fn.1"),
+        ("/cache/build/abc/lib.so", "_ZN6native11softmax_rowEPKfPfl"),
+        ("/tmp/x/lib.so", "bf16_gemm_kernel._omp_fn.1"),  # a file the runner wrote: no build of the judge's
+        ("/cache/build/abc/lib.so", "sgemm_kernel_HASWELL"),  # a name the source never wrote
+        (TORCH, "_ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll"),
+    ]
+    gemm = watch.classify(samples, libwatch.patterns_for(["mm"], ["(?i)gemm"]))
+    assert sorted(f"{dso}:{sym}" for dso, sym in gemm.forbidden) == [
+        "/cache/build/abc/lib.so:sgemm_kernel_HASWELL", "/tmp/x/lib.so:bf16_gemm_kernel._omp_fn.1"]
+    softmax = watch.classify(samples, libwatch.patterns_for(["softmax"], []))
+    assert [sym for _, sym in softmax.forbidden] == ["_ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll"]
+    assert libwatch.name_parts("_ZN2at6native12_GLOBAL__N_120_vec_softmax_lastdimIfEEvPKfPfll")[:2] == ["at", "native"]
+    assert libwatch.name_parts("_ZNK3Foo3barEv") == ["Foo", "bar"] and libwatch.name_parts("gemm.cold") == ["gemm"]
+
+
 # -- problems ---------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from sandbox import native
 from sandbox.judge import bound, isolation, timed
 from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
-from sandbox.judge.libwatch import LibraryWatch, patterns_for
+from sandbox.judge.libwatch import LibraryWatch, identifiers, patterns_for
 from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
 
 _DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
@@ -211,7 +211,8 @@ class Evaluation:
         # Sampling starts before the candidate's import: perf follows the processes and threads the
         # runner starts after it attached, never one started before (a red-team kernel ran its library
         # calls in a helper it started at import, and not one of its samples was taken).
-        watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())])
+        watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())],
+                             own_names=identifiers(submission.read_text(errors="replace")))
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
         try:

@@ -87,6 +87,32 @@ def _library_shaped(symbol: str) -> bool:
     return bool(_LIBRARY_SHAPED.search(symbol))
 
 
+def identifiers(source: str) -> frozenset[str]:
+    """Every identifier a submission's text names (its Python and the C++ or CUDA in its strings)."""
+    return frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source))
+
+
+def name_parts(symbol: str) -> list[str]:
+    """The names a function's symbol is made of: its scopes and its own name, from an Itanium-mangled
+    symbol's length-prefixed names (`_ZN6native11softmax_rowEPKfPfl`: native, softmax_row) or a plain
+    one, without the compiler's clone suffixes (`gemm_kernel._omp_fn.1`, `.constprop.0`, `.cold`).
+    Empty where the symbol reads as neither."""
+    base = symbol.split(".", 1)[0]
+    if not base.startswith("_Z"):
+        return [base] if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", base) else []
+    parts, i = [], 3 if base.startswith("_ZN") else 2
+    while i < len(base) and base[i] in "KVr":  # a member function's qualifiers
+        i += 1
+    while (length := re.match(r"\d+", base[i:])) is not None:
+        start = i + length.end()
+        name = base[start:start + int(length.group())]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            return []
+        parts.append(name)
+        i = start + len(name)
+    return parts
+
+
 def _hidden(dso: str) -> bool:
     """Code run from where no file can be read back: a memfd, a deleted file, anonymous memory."""
     return dso.startswith(("/memfd:", "[anon", "//anon")) or dso.endswith("(deleted)") or dso == "[unknown]"
@@ -201,9 +227,10 @@ def preload_tables() -> None:
 class LibraryWatch:
     """perf sampling of one process tree, from start() to stop()."""
 
-    def __init__(self, work: Path, own_code: list[str]) -> None:
+    def __init__(self, work: Path, own_code: list[str], own_names: frozenset[str] = frozenset()) -> None:
         self.data = work / "perf.data"
-        self.own_code = own_code  # path prefixes of the candidate's own code
+        self.own_code = own_code  # path prefixes of the candidate's own code: what the judge built from it
+        self.own_names = own_names  # the identifiers its source names (`identifiers`)
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
         self.pid: int | None = None
@@ -322,9 +349,19 @@ class LibraryWatch:
                 continue
             # A library's own code (torch's at::native, BLAS entry points and kernels) counts wherever
             # its file lies, a copy under /tmp included; other matches count outside the candidate's code.
-            if any(p.search(sym) for p in patterns) and (_library_shaped(sym) or not self._own(dso)):
+            if any(p.search(sym) for p in patterns) and (self._library_code(dso, sym) or not self._own(dso)):
                 result.forbidden[(dso, sym)] += 1
         return result
+
+    def _library_code(self, dso: str, sym: str) -> bool:
+        """A library's name, unless the judge built the function from the candidate's source, which names
+        it: a kernel of its own called `bf16_gemm_kernel`, or put in a `namespace native`, is the
+        candidate's code (red-team round 17 saw the matmul seed refused `forbidden-op` for its name alone)."""
+        if not _library_shaped(sym):
+            return False
+        built = any(dso.startswith(p) for p in self.own_code)
+        parts = name_parts(sym)
+        return not (built and parts and all(part in self.own_names for part in parts))
 
     def _own(self, dso: str) -> bool:
         return dso.startswith(("/tmp/", "[")) or any(dso.startswith(p) for p in self.own_code)
