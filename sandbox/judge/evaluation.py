@@ -169,7 +169,8 @@ class Evaluation:
             torch.set_num_threads(int(threads))
         policy = integrity.Policy.from_dict(problem.integrity)
         submission = Path(self.request["submission"])
-        findings = integrity.scan_source(submission.read_text(errors="replace"), policy)
+        source = submission.read_text(errors="replace")
+        findings = integrity.scan_source(source, policy)
         self.result["integrity"]["findings"] = [f.to_dict() for f in findings]
         self.result["integrity"]["protections"] = {"runner": isolation.probe().describe()}
         if self.target != "cpu" and isolation.probe().available:
@@ -212,7 +213,7 @@ class Evaluation:
         # runner starts after it attached, never one started before (a red-team kernel ran its library
         # calls in a helper it started at import, and not one of its samples was taken).
         watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())],
-                             own_names=identifiers(submission.read_text(errors="replace")))
+                             own_names=identifiers(source))
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
         try:

@@ -359,9 +359,12 @@ class LibraryWatch:
         candidate's code (red-team round 17 saw the matmul seed refused `forbidden-op` for its name alone)."""
         if not _library_shaped(sym):
             return False
-        built = any(dso.startswith(p) for p in self.own_code)
         parts = name_parts(sym)
-        return not (built and parts and all(part in self.own_names for part in parts))
+        return not (self._built(dso) and parts and all(part in self.own_names for part in parts))
+
+    def _built(self, dso: str) -> bool:
+        """Built by the judge from the candidate's source (its build cache)."""
+        return any(dso.startswith(p) for p in self.own_code)
 
     def _own(self, dso: str) -> bool:
-        return dso.startswith(("/tmp/", "[")) or any(dso.startswith(p) for p in self.own_code)
+        return dso.startswith(("/tmp/", "[")) or self._built(dso)
