@@ -6,6 +6,11 @@ outside the candidate's own code, and everything under /tmp counts as the candid
 /tmp, dlopens the copy (a new inode, so a second copy is mapped) and calls its
 cblas_sgemm on float32 copies of a and b: a library GEMM whose samples all land in
 /tmp/....so.
+
+It also names the library's kernels here (sgemm_kernel_HASWELL, sgemm_kernel_SKYLAKEX,
+sgemm_kernel_ZEN, sgemm_itcopy_SKYLAKEX, sgemm_oncopy_SKYLAKEX, sgemm_incopy_HASWELL,
+sgemm_oncopy_HASWELL, scipy_cblas_sgemm64_): a function whose names the source writes is the
+candidate's own only where the judge built it, never in a file the runner wrote.
 """
 import ctypes
 import glob
