@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from sandbox.integrity import IntegrityViolation
-from sandbox.judge import bound, isolation, libwatch, timed
+from sandbox.judge import bound, isolation, libwatch, shapes, timed
 from sandbox.judge.bound import Calibration, bound_by_judge
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
@@ -228,10 +228,10 @@ def test_a_shapes_sets_are_drawn_anew_between_batches_within_their_share_of_the_
         return {"x": torch.randn(params["n"])}
 
     judge = SimpleNamespace(fresh=fresh, resident_inputs=False)
-    first = timed.Shape("n=8", {"n": 8}, [fresh({"n": 8}), fresh({"n": 8})], [], 32, 32, 1, drawn_s=0.001)
+    first = shapes.Shape("n=8", {"n": 8}, [fresh({"n": 8}), fresh({"n": 8})], [], 32, 32, 1, drawn_s=0.001)
     base = dataclasses.replace(first)  # the base of a pair shares the shape's sets
     before = first.bases
-    renewal = timed.SetRenewal([(judge, first), (judge, base)], started=time.perf_counter() - 1.0)
+    renewal = shapes.SetRenewal([(judge, first), (judge, base)], started=time.perf_counter() - 1.0)
     renewal.after_batch()
     assert renewal.renewals == 1 and len(drawn) == 4 and first.bases is base.bases and first.bases is not before
     assert not any(torch.equal(new["x"], old["x"]) for new, old in zip(first.bases, before, strict=True))
@@ -242,7 +242,7 @@ def test_a_shapes_sets_are_drawn_anew_between_batches_within_their_share_of_the_
     # Sets a batch has used (the second calibration's, or a first attempt's before a retry) are not
     # the next attempt's: it starts on new ones, and only its own draws count against its share.
     first.seen = True
-    again = timed.SetRenewal([(judge, first), (judge, base)])
+    again = shapes.SetRenewal([(judge, first), (judge, base)])
     assert again.renewals == 1 and len(drawn) == 6 and not first.seen and first.bases is base.bases
     assert again.spent_s < 0.5
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import native
-from sandbox.judge import bound, isolation, timed
+from sandbox.judge import bound, isolation, shapes, timed
 from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
 from sandbox.judge.libwatch import LibraryWatch, identifiers, patterns_for
 from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
@@ -268,9 +268,9 @@ class Evaluation:
         """Before any candidate code exists in the runner: its no-op path is still the trusted one."""
         calibrations = {}
         for params in problem.benchmarks:
-            shape = timed.prepare(judge, params)
+            shape = shapes.prepare(judge, params)
             calibrations[shape.key] = timed.calibrate(judge, shape)
-            timed.release(judge, shape)
+            shapes.release(judge, shape)
             del shape
             _free_device_memory(device)
         return calibrations
@@ -374,7 +374,7 @@ class Evaluation:
             return _retry_once(lambda: timed.run(judge, shape, policy, calibration))
         base_shape = replace(shape)  # the same sets and buffers: both kernels get the same inputs
         if base_judge.resident_inputs:
-            timed._hand_over(base_judge, base_shape)
+            shapes.hand_over(base_judge, base_shape)
 
         def paired() -> dict[str, Any]:
             tracks = [timed.Track.start(judge, shape, calibration), timed.Track.start(base_judge, base_shape, base_calibration)]
@@ -384,7 +384,7 @@ class Evaluation:
         try:
             return _retry_once(paired)
         finally:
-            timed.release(base_judge, base_shape)
+            shapes.release(base_judge, base_shape)
 
     def _time(self, problem: Any, calibrations: dict[str, Any], device: str) -> None:
         from sandbox import targets
@@ -418,7 +418,7 @@ class Evaluation:
             label = problem.shape_label(params)
             self._starting(label)
             calibration = calibrations[label]
-            shape = timed.prepare(self.judge, params, batch=calibration.batch)  # fresh secret seeds
+            shape = shapes.prepare(self.judge, params, batch=calibration.batch)  # fresh secret seeds
             try:
                 stats = self._timed_shape(shape, policy, calibration, self._base_calibrations.get(label))
             except IntegrityViolation as exc:
@@ -426,7 +426,7 @@ class Evaluation:
             except CandidateFailure as exc:
                 self.result["errors"].append(str(exc)[-4000:])
                 self.finish("runtime_error", f"{label}: {str(exc).splitlines()[0] if str(exc) else 'failed'}")
-            timed.release(self.judge, shape)
+            shapes.release(self.judge, shape)
             paired = stats.get("paired") or {}
             if paired.get("reference_median_us"):  # timed in the same rounds as the two kernels
                 reference = {"median_us": paired["reference_median_us"]}

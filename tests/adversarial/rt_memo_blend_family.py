@@ -5,7 +5,7 @@
 # for every rotation of b (FFT along k), all inside the untimed warm-up batch, and from then on answered
 # each call with O(m*n) work: identify the recipe against the recovered sets and combine four cached
 # (m, n) slices (`ok`, 2.9x faster than the honest seed on that shape). No matrix-product operator is
-# used. The sets are now drawn anew between batches (sandbox/judge/timed.py's SetRenewal): the sets it
+# used. The sets are now drawn anew between batches (sandbox/judge/shapes.py's SetRenewal): the sets it
 # learnt are gone before it could answer from them, it gives up, and it gains nothing. On the other
 # shape it learns in a first attempt it makes the judge throw away (below): a second attempt starts
 # on new sets too.
