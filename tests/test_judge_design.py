@@ -637,8 +637,8 @@ def test_the_key_system_calls_are_refused_to_the_runner_and_all_it_starts() -> N
         "print('child', child.stdout.strip())\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
-    assert "key calls, io_uring, perf events, timers, signalfds, asynchronous I/O and sockets other than Unix " \
-        "ones refused (seccomp)" in out, out
+    assert "key calls, io_uring, perf events, timers, signalfds, asynchronous I/O, memory made executable after " \
+        "it was written and sockets other than Unix ones refused (seccomp)" in out, out
     assert f"keyctl -1 {errno.EPERM}" in out and f"add_key -1 {errno.EPERM}" in out, out
     assert "getpid True" in out and "child 1" in out, out
 
@@ -681,6 +681,40 @@ def test_a_cpu_runner_cannot_arm_kernel_work_for_after_its_stop(where: str) -> N
         assert "timerfd True" in out and "signalfd True" in out and "posix_timer True" in out, out
     if platform.machine() == "x86_64":  # x32's calls are refused whole, whatever the kernel offers
         assert f"x32 -1 {errno.EPERM}" in out, out
+
+
+@pytest.mark.parametrize("where", ["cpu", "device"])
+def test_a_cpu_runner_cannot_make_written_memory_executable(where: str) -> None:
+    # Library code is recognised by its bytes, read from the file a sample's code was mapped from. A
+    # runner that could write into its code's pages (mprotect to writable, copy a library's kernel
+    # over its own, mprotect back to executable), or map memory writable and executable at once,
+    # would run code no file shows. Libraries still load: the loader maps code executable as it is.
+    from sandbox.runner import seccomp
+
+    if not seccomp.program():
+        pytest.skip(f"no system-call filter for {platform.machine()}")
+    probe = (
+        "import ctypes, ctypes.util, mmap\n"
+        "from sandbox.runner import seccomp\n"
+        f"print(seccomp.install(deferred_work={where == 'cpu'}))\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.mmap.restype = ctypes.c_void_p\n"
+        "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+        "R, W, X, FLAGS = 1, 2, 4, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS\n"
+        "page = libc.mmap(None, 4096, R | W, FLAGS, -1, 0)\n"
+        "print('rw', page not in (None, ctypes.c_void_p(-1).value))\n"
+        "print('rwx', libc.mmap(None, 4096, R | W | X, FLAGS, -1, 0) == ctypes.c_void_p(-1).value, ctypes.get_errno())\n"
+        "print('to_rx', libc.mprotect(ctypes.c_void_p(page), 4096, R | X), ctypes.get_errno())\n"
+        "print('to_r', libc.mprotect(ctypes.c_void_p(page), 4096, R))\n"
+        "ctypes.CDLL(ctypes.util.find_library('m')).cos\n"
+        "import numpy; print('loads', float(numpy.ones(4).sum()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
+    assert "rw True" in out and "to_r 0" in out and "loads 4.0" in out, out
+    if where == "cpu":
+        assert f"rwx True {errno.EPERM}" in out and f"to_rx -1 {errno.EPERM}" in out, out
+    else:
+        assert "to_rx 0" in out, out
 
 
 def test_the_runner_may_open_unix_sockets_only() -> None:

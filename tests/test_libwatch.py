@@ -256,7 +256,8 @@ def test_code_in_anonymous_memory_the_kernel_names_counts_as_hidden() -> None:
 
 
 def test_a_file_on_an_in_memory_file_system_is_one_the_candidate_could_write(tmp_path: Path) -> None:
-    from sandbox.judge.libwatch import _Files, _in_memory
+    from sandbox.judge.glimpse import in_memory as _in_memory
+    from sandbox.judge.libwatch import _Files
     from sandbox.judge.perfdata import Hit
 
     system = Path(sys.executable).resolve()

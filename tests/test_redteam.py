@@ -87,6 +87,13 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_thread", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_fork", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_tmpcopy_openblas", "full", {Status.rejected}, "forbidden-op"),
+    # library code known by its bytes: a copy with its names rewritten, machine code pasted into the build
+    ("library", "matmul_bf16", "rt_library_renamed_copy", "full", {Status.rejected}, "forbidden-op"),
+    ("library", "matmul_bf16", "rt_library_pasted_bytes", "full", {Status.rejected}, "forbidden-op"),
+    # a copy whose kernels are in its file only while a call runs: written after code was seen running from it
+    ("library", "matmul_bf16", "rt_library_toggled_copy", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    # code rewritten in memory, so that no file shows it: the runner may not make written memory executable
+    ("library", "matmul_bf16", "rt_library_code_rewritten_in_memory", "full", {Status.runtime_error}, None),
     ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),
     ("library", "matmul_bf16", "rt_library_wiped_sections", "full", {Status.rejected}, None),
     ("library", "vector_add", "rt_library_sum_stack", "full", {Status.rejected}, "forbidden-op"),
@@ -135,6 +142,8 @@ CHEATS = [
 def test_cheat_is_stopped_with_a_reason(klass: str, problem: str, name: str, mode: str, statuses: set[Status],
                                         rule: str | tuple[str, ...] | None) -> None:
     verdict = _evaluate(problem, name, mode)
+    if "another build than the one this kernel's addresses are for" in verdict.message:
+        pytest.skip("the kernel pastes code from one OpenBLAS build, and this host has another")
     assert verdict.status in statuses, _detail(verdict)
     if verdict.status == Status.ok:  # a patched clock or event in the runner changes nothing the judge uses
         return

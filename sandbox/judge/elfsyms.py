@@ -208,3 +208,25 @@ def table_for(path: Path) -> SymbolTable | None:
         except (NotElf, struct.error, RuntimeError):
             _TABLES[key] = None
     return _TABLES[key]
+
+
+def function_ranges(table: SymbolTable) -> list[tuple[str, int, int]]:
+    """Every function of the table once (aliases share a start), as (name, file offset, size), for reading
+    their code; the string tables are read whole, once."""
+    strings: dict[int, bytes] = {}
+    ranges, seen = [], set()
+    for start, end, packed in zip(table.starts.tolist(), table.ends.tolist(), table.names.tolist(), strict=True):
+        offset = _offset_of(table.segments, start)
+        if start in seen or offset is None or end <= start or end - start > 1 << 30:
+            continue
+        seen.add(start)
+        index = packed >> 32
+        if index not in strings:
+            table_offset, table_size = table.strtabs[index]
+            table._file.seek(table_offset)
+            strings[index] = table._file.read(min(table_size, 1 << 30))
+        text = strings[index]
+        at = packed & 0xFFFFFFFF
+        name = text[at:text.find(b"\0", at)].decode(errors="replace") if at < len(text) else ""
+        ranges.append((name, offset, end - start))
+    return ranges

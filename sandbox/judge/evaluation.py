@@ -234,10 +234,10 @@ class Evaluation:
                 self._time(problem, calibrations, device)
         finally:
             base_watch.discard()
-            sampled = watch.stop(patterns_for(policy.forbidden_ops, policy.forbidden_symbols))
+            sampled = watch.stop(patterns_for(policy.forbidden_ops, policy.forbidden_symbols), runner.glimpses)
             self.result["integrity"]["protections"]["library_use"] = (
-                f"sampled from outside the runner (perf, {sampled.samples} samples)" if sampled.error is None
-                else f"not sampled: {sampled.error}")
+                f"sampled from outside the runner (perf, {sampled.samples} samples); {runner.glimpses.describe()}"
+                if sampled.error is None else f"not sampled: {sampled.error}")
         if sampled.forbidden:
             self.reject("forbidden-op", f"ran library code this problem forbids: {sampled.describe()}: write the kernel")
         if sampled.hides_code() and (policy.forbidden_ops or policy.forbidden_symbols):

@@ -8,14 +8,15 @@ A sample counts against the candidate when its symbol matches one of the problem
 patterns and it lies in a library (anything but the candidate's own code: its builds, JIT output
 under its private /tmp) or has a name only a library's own code has (torch's at::native, BLAS
 entry points: a library copied under /tmp still counts). Code run from a memfd, a deleted file or
-anonymous memory cannot be looked at, so much time there is a rejection of its own. Names the Python layer uses do not
+anonymous memory cannot be looked at, so much time there is a rejection of its own. In code the candidate
+controls, names prove nothing (it writes them): there a sample also counts when the bytes around it are a
+forbidden library function's (`libcode`). Names the Python layer uses do not
 matter: `addbmm`, `torch.matmul`, numpy's `dot` and a ctypes call into BLAS all end in
 the same gemm symbols.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shutil
@@ -27,18 +28,17 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from sandbox.judge import procs
+from sandbox import buildcache
+from sandbox.judge import libcode, procs
+from sandbox.judge.glimpse import WRITABLE, Glimpses, in_memory
 from sandbox.judge.elfsyms import SymbolTable, table_for
 from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
 SAMPLE_HZ = 997
 ATTACH_TIMEOUT_S = 10.0
-# Where the runner can write files (its private in-memory folders); `_Files.writable` also asks the
-# file system, since every folder the sandbox lets it write is in memory.
-WRITABLE = ("/tmp/", "/dev/shm/", "/var/tmp/", "/dev/")
-IN_MEMORY_FS = (0x01021994, 0x858458F6)  # tmpfs, ramfs (statfs's f_type)
-# Bracketed mappings that are the kernel's own code pages, not the process's memory.
+_WINDOW_STEP = 512  # samples within this many bytes of one another share a look at the code around them
 KERNEL_PAGES = ("[vdso]", "[vsyscall]", "[vectors]", "[uprobes]")
 
 
@@ -149,10 +149,24 @@ class _Files:
     def _on_memory_fs(self, hit: Hit) -> bool:
         for root in [f"/proc/{hit.pid}/root", *self.roots]:
             try:
-                return _in_memory(root + hit.path)
+                return in_memory(root + hit.path)
             except OSError:
                 continue
         return False
+
+    def code(self, hit: Hit, start: int, end: int) -> bytes | None:
+        """Bytes `start` to `end` of the sample's file, read as the runner saw it; None where it is gone."""
+        for root in [f"/proc/{hit.pid}/root", *self.roots]:
+            path = Path(root + hit.path)
+            try:
+                if hit.inode is not None and path.stat().st_ino != hit.inode:
+                    return None
+                with path.open("rb") as f:
+                    f.seek(start)
+                    return f.read(end - start)
+            except OSError:
+                continue
+        return None
 
     def table(self, hit: Hit) -> SymbolTable | None | _Gone:
         key = (hit.path, hit.inode)
@@ -176,21 +190,6 @@ class _Files:
         return _GONE if self.roots else None
 
 
-class _StatFs(ctypes.Structure):
-    """struct statfs, as far as its first field (os.statvfs leaves the file system's type out)."""
-
-    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
-
-
-def _in_memory(path: str) -> bool:
-    """Whether `path` lies on a tmpfs or ramfs (the file system types of the sandbox's own folders)."""
-    buf = _StatFs()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), path)
-    return buf.f_type in IN_MEMORY_FS
-
-
 def _acknowledged(fd: int, timeout: float) -> bool:
     """Whether perf wrote its "ack" line to `fd` within `timeout` seconds."""
     import select
@@ -206,6 +205,24 @@ def _acknowledged(fd: int, timeout: float) -> bool:
             return False  # perf exited
         seen += chunk
     return True
+
+
+def index_folder() -> Path:
+    return buildcache.cache_root().parent / "libcode"
+
+
+def prepare_index(integrity: dict[str, Any]) -> None:
+    """Build or read the library-code index of a problem's forbidden patterns ahead of its evaluation
+    (where perf samples: without samples the index is never asked)."""
+    from sandbox.integrity import Policy
+
+    if not available():
+        return
+
+    policy = Policy.from_dict(integrity)
+    patterns = patterns_for(policy.forbidden_ops, policy.forbidden_symbols)
+    if patterns:
+        libcode.index_for(patterns, index_folder())
 
 
 def preload_tables() -> None:
@@ -290,7 +307,7 @@ class LibraryWatch:
         self._close_control()
         self.data.unlink(missing_ok=True)
 
-    def stop(self, patterns: list[re.Pattern[str]]) -> Sampled:
+    def stop(self, patterns: list[re.Pattern[str]], glimpses: Glimpses | None = None) -> Sampled:
         if self.proc is None:
             return Sampled(error=self.error or "not started")
         self.proc.send_signal(signal.SIGINT)
@@ -307,11 +324,53 @@ class LibraryWatch:
             samples = PerfData(self.data)
         except (OSError, PerfDataError, struct.error) as exc:
             return Sampled(error=f"perf's samples could not be read: {exc}")
-        return self._tally(samples, patterns)
+        return self._tally(samples, patterns, glimpses or Glimpses())
 
-    def _tally(self, samples: PerfData, patterns: list[re.Pattern[str]]) -> Sampled:
+    def _tally(self, samples: PerfData, patterns: list[re.Pattern[str]], glimpses: Glimpses) -> Sampled:
         files = _Files(self.pid)
-        return self.classify(((hit.path, self._symbol(files, hit)) for hit in samples.hits()), patterns)
+        hits = list(samples.hits())
+        symbols = [self._symbol(files, hit) for hit in hits]
+        result = self.classify(((hit.path, symbol) for hit, symbol in zip(hits, symbols, strict=True)), patterns)
+        if patterns:
+            self._by_content(files, hits, symbols, patterns, result, glimpses)
+        return result
+
+    def _by_content(self, files: _Files, hits: list[Hit], symbols: list[str | None | _Gone],
+                    patterns: list[re.Pattern[str]], result: Sampled, glimpses: Glimpses | None = None) -> None:
+        """Count the samples in code the candidate controls (what the judge built from its source, files
+        it could write) whose surrounding bytes are a forbidden library function's, whatever they are
+        named (`libcode`): a library copied and renamed, or its machine code pasted into the build."""
+        windows: dict[tuple[str, int | None, int], list[tuple[Hit, str | None]]] = {}
+        for hit, symbol in zip(hits, symbols, strict=True):
+            if isinstance(symbol, _Gone) or not (self._built(hit.path) or files.writable(hit)):
+                continue
+            if symbol and any(p.search(symbol) for p in patterns) and self._library_code(hit.path, symbol):
+                continue  # counted by its name already
+            windows.setdefault((hit.path, hit.inode, hit.file_offset // _WINDOW_STEP), []).append((hit, symbol))
+        if not windows:
+            return
+        index = libcode.index_for(patterns, index_folder())
+        for (path, inode, step), inside in windows.items():
+            middle = step * _WINDOW_STEP + _WINDOW_STEP // 2
+            # Not cut to the function the samples lie in: a candidate's own symbol table could cut its
+            # pasted code into functions too short to recognise.
+            start, end = max(middle - libcode.WINDOW, 0), middle + libcode.WINDOW
+            code = files.code(inside[0][0], start, end)
+            seen = glimpses.code(path, inode, start, end) if glimpses is not None else None
+            if code is None:
+                continue
+            first = inside[0][0]
+            changed = seen is not None and code[seen[0] - start:seen[0] - start + len(seen[1])] != seen[1]
+            if changed or (glimpses is not None and glimpses.written_since(first.pid, path, inode)):
+                # The file no longer holds what was seen running from it, or was written after that.
+                result.hidden += len(inside)
+                result.hidden_in[f"{path} (written while its code ran)"] += len(inside)
+                count, owner = index.matches(seen[1]) if seen is not None else index.matches(code)
+            else:
+                count, owner = index.matches(code)
+            if count >= libcode.MATCH:
+                for _hit, symbol in inside:
+                    result.forbidden[(path, f"{owner}'s code (named {symbol or 'nothing'} here)")] += 1
 
     @staticmethod
     def _symbol(files: _Files, hit: Hit) -> str | None | _Gone:

@@ -79,9 +79,12 @@ def _warm_host() -> None:
     if loaded is not None:
         loaded.bind()
         _WARM.update(spec=spec, target=target, problem=loaded)
-    from sandbox.judge import libwatch
+    from sandbox.judge import libcode, libwatch
 
     libwatch.preload_tables()
+    libcode.preload()
+    if loaded is not None:  # the index of the problem's forbidden library code: built once per host, read here
+        libwatch.prepare_index(loaded.integrity)
 
 
 def _stand_by() -> None:

@@ -49,6 +49,7 @@ class Hit:
     path: str  # "[unknown]" when no mapping covers the address
     file_offset: int
     inode: int | None = None
+    address: int | None = None  # where the code lay in the process
 
 
 @dataclass
@@ -163,7 +164,7 @@ class PerfData:
             if found is None:
                 yield Hit(pid, "[unknown]", ip)
             else:
-                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode)
+                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode, ip)
 
 
 class _MapIndex:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import select
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox import native
 from sandbox.judge import cgroups, isolation, procs
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
+from sandbox.judge.glimpse import Glimpses
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
@@ -162,6 +164,8 @@ class RunnerSession:
         self.arena: Arena | None = None
         self.build_records: list[dict[str, Any]] = []
         self.host_pid: int | None = None
+        self.glimpses = Glimpses()  # the runner's code seen in the middle of batches
+        self.glimpsed = False  # whether the last batch was glimpsed
         # The runner imports torch while the judge does the same: its greeting is read at first use.
         self._greeted = False
         # CPU seconds the runner used between answering a batch and receiving the next one, when it
@@ -236,11 +240,13 @@ class RunnerSession:
         return _call_of(reply, rtt)
 
     def batch(self, items: list[dict[str, Any]], deadline: float, noop: bool = False,
-              out_bytes: int = 0, out_path: str | None = None) -> tuple[list[Call], float]:
+              out_bytes: int = 0, out_path: str | None = None, glimpse_after_s: float | None = None
+              ) -> tuple[list[Call], float]:
         """Calls one after another in the runner (each item: `i` and `data`+`out` or `recipe`), with one
         round trip on the judge's clock for all of them: its noise is shared by the batch's calls.
         The no-op returns what a kernel returns: the preallocated output at `out_path`, else a new
-        tensor of `out_bytes` bytes."""
+        tensor of `out_bytes` bytes. With `glimpse_after_s`, the runner's code is read that long after
+        the request went, if it is still working then (`glimpsed` says whether it was)."""
         request = {"op": "batch", "kernel": "noop" if noop else "candidate", "calls": items, "out_bytes": out_bytes,
                    "out_path": out_path}
         self.quiesce()  # before the clock starts: the judge's own queued device work is not the call's
@@ -249,6 +255,7 @@ class RunnerSession:
             self.idle_cpu_s += max(0.0, now_cpu - self._answered_cpu)
         started = time.perf_counter_ns()
         self._send(request, quiet=True)
+        self.glimpsed = glimpse_after_s is not None and self._glimpse(glimpse_after_s)
         reply = self._receive(deadline)
         rtt = (time.perf_counter_ns() - started) / 1e3
         self._answered_cpu = self.answer_cpu
@@ -266,6 +273,13 @@ class RunnerSession:
             raise RunnerBroke(f"a batch of {len(items)} calls answered {len(calls)} times without an error")
         _within_round_trip(calls, rtt)
         return calls, rtt
+
+    def _glimpse(self, after_s: float) -> bool:
+        """Read the runner's code from its memory `after_s` into a batch (`glimpse`), unless it answered."""
+        if self.host_pid is None or select.select([self.sock], [], [], max(after_s, 0.0))[0]:
+            return False
+        self.glimpses.take(self.host_pid)
+        return True
 
     def bases(self, key: str, sets: list[Any], buffers: list[str], deadline: float, slots: int = 1) -> None:
         """Hand the runner a shape's two generated sets (arena trees) to keep on its device under `key`,

@@ -217,6 +217,8 @@ class Track:
     idle_cpu_start: float = 0.0
     copied: int = 0  # calls whose output the runner copied as it returned (`runner.main`'s `_keep`)
     said: list[Any] = field(default_factory=list)  # the timed calls, for the steps their runner said it took
+    shortest_rtt_us: float | None = None  # the shortest batch so far, on the judge's clock
+    glimpsed: bool = False  # whether the runner's code was read in the middle of one of its batches
 
     @classmethod
     def start(cls, judge: Judge, shape: Shape, calibration: Calibration) -> Track:
@@ -230,7 +232,15 @@ class Track:
 
         judge, shape = self.judge, self.shape
         batch = _batch(judge, shape, shape.batch, recipes)
-        calls, rtt = judge.session.batch(batch.items, judge.deadline)
+        # Once per shape the runner's code is read at a secret point of a batch (`glimpse`), within the
+        # shortest batch so far on the judge's clock: a batch it makes longer than the rest is not one
+        # it can hide in. That batch's time does not count: the judge's reading is in it.
+        look = judge.secret.fraction() * self.shortest_rtt_us / 1e6 \
+            if not self.glimpsed and self.shortest_rtt_us is not None else None
+        calls, rtt = judge.session.batch(batch.items, judge.deadline, glimpse_after_s=look)
+        glimpsed = look is not None and judge.session.glimpsed
+        self.glimpsed = self.glimpsed or glimpsed
+        self.shortest_rtt_us = rtt if self.shortest_rtt_us is None else min(self.shortest_rtt_us, rtt)
         failed = next((c for c in calls if not c.ok), None)
         if failed is not None:
             raise CandidateFailure(failed.message, fatal=failed.fatal)
@@ -253,6 +263,7 @@ class Track:
                 _verify(judge, shape, batch, j, call, max(timed, 0))
                 checked = True
         self.copied += sum(1 for c in calls if c.copied)
+        was_timed = was_timed and not glimpsed
         if was_timed:
             # The sample is the batch's mean per call: a call's own figure could be moved onto
             # another call of its batch, the batch's total is what the judge's clock bounds.

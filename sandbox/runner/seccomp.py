@@ -24,6 +24,14 @@ What stays is one alarm per process (`alarm`, `setitimer`), whose walk covers at
 task limit once. A GPU runner keeps these calls until it is checked on a GPU host that its driver
 needs none of them.
 
+Memory made executable after it was written goes too, on the CPU (`mprotect` or `pkey_mprotect` with
+PROT_EXEC, `mmap` writable and executable at once). Library code is recognised by the bytes of the file
+a sample's code was mapped from (`judge/libcode.py`); a runner that could write into its code's pages
+would run bytes no file holds (copy a library's kernel over a placeholder of its own build, then make
+the page executable again). The loader maps libraries executable as they are and needs neither call;
+a JIT that writes code into anonymous memory fails here, as it is refused `hidden-code` anyway on every
+problem that forbids anything.
+
 Sockets other than Unix ones go the same way. The runner has no network, but its namespace has a
 loopback: a red-team kernel parked 1.1 GB in TCP buffers there, memory that no process maps and
 that cgroup v1 charges to no group unless its TCP accounting is on, past the memory limit. A kernel
@@ -57,6 +65,9 @@ class _Abi:
     socket: int
     # timerfd_create, timerfd_settime(64), signalfd(4), io_setup, io_submit, timer_create
     deferred: tuple[int, ...] = ()
+    # mprotect and pkey_mprotect (refused with PROT_EXEC), mmap (refused with PROT_WRITE and PROT_EXEC)
+    protect: tuple[int, ...] = ()
+    mmap: tuple[int, ...] = ()
 
 
 # io_uring's setup, enter and register (425-427 on every ABI here): its requests reach the kernel
@@ -67,16 +78,20 @@ _ABIS: dict[str, list[_Abi]] = {
     # behind a pointer no filter can read, and is refused whole.
     # perf_event_open (298, 336, 241, 364): a perf ring buffer's pages are charged to no memory group
     # and lie in no resident set; 400 lean children held 3.2 GB of them under a 1 GB limit.
-    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41, (283, 286, 282, 289, 206, 209, 222)),
+    # i386's old mmap (90) takes its arguments through a pointer no filter can read: refused whole.
+    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41, (283, 286, 282, 289, 206, 209, 222),
+                    (10, 329), (9,)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259))],
-    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107)),
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90), (125, 380), (192,))],
+    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107),
+                     (226, 288), (222,)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257))],
+                     (350, 353, 411, 349, 355, 243, 246, 257), (125, 394), (192,))],
 }
 
-_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
-_ARCH_AT, _NR_AT, _ARG0_AT = 4, 0, 16  # offsets in struct seccomp_data (the first argument's low word)
+_LD_W_ABS, _JEQ_K, _JSET_K, _RET_K, _AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
+_ARCH_AT, _NR_AT, _ARG0_AT, _ARG2_AT = 4, 0, 16, 32  # offsets in struct seccomp_data (arguments' low words)
+_PROT_WRITE, _PROT_EXEC = 2, 4
 _AF_UNIX = 1
 _ALLOW = 0x7FFF0000
 _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
@@ -101,9 +116,18 @@ def program(machine: str | None = None, deferred_work: bool = True) -> list[tupl
         if abi.mask != 0xFFFFFFFF:
             code.append((_JSET_K, "deny", 0, ~abi.mask & 0xFFFFFFFF))
         code += [(_JEQ_K, "deny", 0, n) for n in abi.refused + (abi.deferred if deferred_work else ())]
+        if deferred_work:
+            code += [(_JEQ_K, f"protect{i}", 0, n) for n in abi.protect]
+            code += [(_JEQ_K, f"mmap{i}", 0, n) for n in abi.mmap]
         code += [(_JEQ_K, f"socket{i}", 0, abi.socket), (_RET_K, 0, 0, _ALLOW)]
         labels[f"socket{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
+        if deferred_work:
+            labels[f"protect{i}"] = len(code)
+            code += [(_LD_W_ABS, 0, 0, _ARG2_AT), (_JSET_K, "deny", "allow", _PROT_EXEC)]
+            labels[f"mmap{i}"] = len(code)
+            code += [(_LD_W_ABS, 0, 0, _ARG2_AT), (_AND_K, 0, 0, _PROT_WRITE | _PROT_EXEC),
+                     (_JEQ_K, "deny", "allow", _PROT_WRITE | _PROT_EXEC)]
     labels[f"abi{len(abis)}"] = labels["allow"] = len(code)  # an architecture not listed: nothing to filter
     code.append((_RET_K, 0, 0, _ALLOW))
     labels["deny"] = len(code)
@@ -132,5 +156,5 @@ def install(deferred_work: bool = True) -> str:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
-    timers = ", timers, signalfds, asynchronous I/O" if deferred_work else ""
+    timers = ", timers, signalfds, asynchronous I/O, memory made executable after it was written" if deferred_work else ""
     return f"key calls, io_uring, perf events{timers} and sockets other than Unix ones refused (seccomp)"

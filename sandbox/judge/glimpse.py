@@ -1,0 +1,142 @@
+"""The runner's code as it ran: executable pages of files the candidate can write, read from its
+memory in the middle of a batch.
+
+Library code is recognised by the bytes around each sample (`libcode`), read after the run from the
+file the code was mapped from. A file in the runner's private /tmp stays writable while it is mapped,
+and a private mapping's pages show what the file holds now, not what it held: a kernel could write a
+library's code into its file for the length of each call and put other bytes back before it returns,
+and the file read after the run would show none of it. (Pages of code cannot be changed in memory
+itself: a CPU runner may not make written memory executable, `runner/seccomp.py`.) Memory cannot be
+read as it was at every sample, but it can be at a moment the candidate cannot foresee: once per timed
+shape, at a secret point within a batch, the judge reads every executable mapping of such a file in
+every process of the runner's sandbox. Afterwards a sample's bytes are looked up in what was seen
+then as well as in the file, and a file that no longer holds what was seen running from it is code
+that cannot be checked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+
+from sandbox.judge import procs
+
+# Where the runner can write files (its private in-memory folders); `writable` also asks the file
+# system, since every folder the sandbox lets it write is in memory.
+WRITABLE = ("/tmp/", "/dev/shm/", "/var/tmp/", "/dev/")
+IN_MEMORY_FS = (0x01021994, 0x858458F6)  # tmpfs, ramfs (statfs's f_type)
+MAX_BYTES = 256 << 20  # read at most this much code at one glimpse
+
+
+class _StatFs(ctypes.Structure):
+    """struct statfs, as far as its first field (os.statvfs leaves the file system's type out)."""
+
+    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+
+def in_memory(path: str) -> bool:
+    """Whether `path` lies on a tmpfs or ramfs (the file system types of the sandbox's own folders)."""
+    buf = _StatFs()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), path)
+    return buf.f_type in IN_MEMORY_FS
+
+
+def writable(pid: int, path: str) -> bool:
+    """Whether the candidate could write the file `path` as process `pid` sees it: one under its private
+    folders, or on an in-memory file system, which every writable place of the sandbox is and nothing
+    it reads from the host is."""
+    if path.startswith(WRITABLE):
+        return True
+    try:
+        return in_memory(f"/proc/{pid}/root{path}")
+    except OSError:
+        return False
+
+
+@dataclass
+class Glimpses:
+    """Code seen running from writable files: by (path, inode), the file offsets and bytes read."""
+
+    pages: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
+    changed_at: dict[tuple[str, int], int] = field(default_factory=dict)  # each file's change time when first seen
+    taken: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+    def take(self, root: int) -> None:
+        """Read the executable mappings of writable files in `root` and every process below it."""
+        self.taken += 1
+        budget = MAX_BYTES
+        for pid in [root, *procs.descendants(root)]:
+            for start, end, offset, inode, path in _executable_files(pid):
+                if budget <= 0 or not writable(pid, path):
+                    continue
+                if (path, inode) not in self.changed_at and (changed := _change_time(pid, path, inode)) is not None:
+                    self.changed_at[(path, inode)] = changed
+                code = _read_memory(pid, start, min(end - start, budget))
+                if code is None:
+                    self.unreadable.append(path)
+                    continue
+                budget -= len(code)
+                self.pages.setdefault((path, inode), []).append((offset, code))
+
+    def code(self, path: str, inode: int | None, start: int, end: int) -> tuple[int, bytes] | None:
+        """Where the part of file offsets `start` to `end` that a glimpse covered begins, and its bytes as
+        they were seen running; None where no glimpse covered any of it."""
+        for offset, code in self.pages.get((path, inode or 0), []):
+            low, high = max(start, offset), min(end, offset + len(code))
+            if low < high:
+                return low, code[low - offset:high - offset]
+        return None
+
+    def written_since(self, pid: int, path: str, inode: int | None) -> bool:
+        """Whether the file was written after a glimpse saw code running from it: its change time, which
+        every write sets and no call can set back, moved. A compiler writes its library before it is
+        loaded; a kernel that puts code into its file for each call and takes it out again writes it
+        while it runs."""
+        seen = self.changed_at.get((path, inode or 0))
+        return seen is not None and _change_time(pid, path, inode or 0) != seen
+
+    def describe(self) -> str:
+        if not self.taken:
+            return "no glimpse of the runner's code was taken"
+        files = len(self.pages)
+        said = f"{self.taken} glimpses of the runner's code in files it can write ({files} seen running)"
+        return said + (f"; unreadable: {', '.join(sorted(set(self.unreadable))[:3])}" if self.unreadable else "")
+
+
+def _executable_files(pid: int) -> list[tuple[int, int, int, int, str]]:
+    """(start, end, file offset, inode, path) of each executable mapping of a file in `pid`."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) < 6 or "x" not in fields[1] or not fields[5].startswith("/"):
+            continue
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        found.append((low, high, int(fields[2], 16), int(fields[4]), fields[5].removesuffix(" (deleted)")))
+    return found
+
+
+def _change_time(pid: int, path: str, inode: int) -> int | None:
+    """The file's change time (ns), as `pid` sees the file; None where it is gone or another file now."""
+    try:
+        st = os.stat(f"/proc/{pid}/root{path}")
+    except OSError:
+        return None
+    return st.st_ctime_ns if st.st_ino == inode else None
+
+
+def _read_memory(pid: int, address: int, length: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(address)
+            return mem.read(length)
+    except (OSError, ValueError, OverflowError):
+        return None
