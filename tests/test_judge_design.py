@@ -772,6 +772,17 @@ def test_the_runner_sees_no_control_group(tmp_path: Path) -> None:
     assert seen == ["0", "done"], seen
 
 
+def test_the_runner_cannot_write_its_own_code_through_proc() -> None:
+    # /proc/self/mem writes a process's code pages whatever their protection: the bytes that ran would
+    # be no file's, and library code is recognised by its file's bytes.
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    command = isolation.command(["sh"], env={"PATH": "/usr/bin:/bin"}, readable=[], hidden=[], gpu=False)
+    probe = "(exec 3<>/proc/self/mem) 2>/dev/null && echo mem-writable; head -c 4 /proc/self/status; echo; echo done"
+    seen = subprocess.run([*command[:-1], "sh", "-c", probe], capture_output=True, text=True, timeout=60).stdout.split()
+    assert seen == ["Name", "done"], seen  # /proc still reads
+
+
 def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
     # bubblewrap's /dev is a tmpfs with no size it can set: a red-team kernel parked 1.2 GB there.
     found = isolation.probe()

@@ -296,6 +296,9 @@ def _sandbox(found: Isolation) -> list[str]:
     # showed other runners' groups live. The runner's own limits hold from outside; it needs none of it.
     if os.path.isdir(_CGROUPS):
         args += [*_tmpfs(found, _CGROUPS, _EMPTIED_MIB), "--remount-ro", _CGROUPS]
+    # /proc read-only: a process may write its own code pages through /proc/self/mem whatever their
+    # protection, which would run bytes no file holds (library code is recognised by its file's bytes).
+    args += ["--remount-ro", "/proc"]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
     if found.unprivileged_user:

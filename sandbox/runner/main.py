@@ -468,8 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     on_gpu = len(argv) > 2 and argv[2] == "gpu"
     filtered = seccomp.install(deferred_work=not on_gpu)  # before any candidate code: all it starts inherit it
     sock = socket.socket(fileno=int(argv[1]))
-    import torch  # noqa: F401 - paid before the first request, while the judge prepares
+    import torch  # paid before the first request, while the judge prepares
 
+    if not on_gpu:
+        # oneDNN writes its kernels into memory and makes them executable, which a CPU runner may not
+        # (`seccomp`): torch takes its other kernels instead (BLAS, its own), and a kernel that calls
+        # such an operator still runs.
+        torch.backends.mkldnn.enabled = False
     runner = Runner(sock)
     protocol.send(sock, {"op": "hello", "pid": os.getpid(), "system_calls": filtered})
     try:

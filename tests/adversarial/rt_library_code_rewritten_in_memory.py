@@ -7,8 +7,10 @@ writable, copies the matmul's machine code over it, makes them executable again 
 placeholder: every sample lands in `slot_mm`, whose bytes in the file are `nop`s. A real cheat would
 copy a library's kernel there instead, and the file would show none of it.
 
-Stopped by the runner's system-call filter: a CPU runner may not make memory executable after it was
-written (`mprotect` with PROT_EXEC, `mmap` writable and executable at once), so the import fails.
+It writes the placeholder through /proc/self/mem, which ignores page protections, and where that is
+refused, through `mprotect`. Stopped by the runner's sandbox: a CPU runner may not make memory executable after it was
+written (`mprotect` with PROT_EXEC, `mmap` writable and executable at once: its system-call filter), and
+its /proc is read-only, so the import fails.
 """
 import ctypes
 import mmap
@@ -46,12 +48,16 @@ def _rewrite():
     size = end - source
     first = slot & ~(mmap.PAGESIZE - 1)
     length = (slot + size - first + mmap.PAGESIZE - 1) & ~(mmap.PAGESIZE - 1)
-    if _libc.mprotect(ctypes.c_void_p(first), ctypes.c_size_t(length), 1 | 2 | 4) != 0 and \
-            _libc.mprotect(ctypes.c_void_p(first), ctypes.c_size_t(length), 1 | 2) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect refused: the placeholder cannot be written")
-    ctypes.memmove(slot, source, size)
-    if _libc.mprotect(ctypes.c_void_p(first), ctypes.c_size_t(length), 1 | 4) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect refused: the rewritten placeholder cannot run")
+    try:  # /proc/self/mem writes a page whatever its protection
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(slot)
+            mem.write(ctypes.string_at(source, size))
+    except OSError:
+        if _libc.mprotect(ctypes.c_void_p(first), ctypes.c_size_t(length), 1 | 2) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect refused: the placeholder cannot be written") from None
+        ctypes.memmove(slot, source, size)
+        if _libc.mprotect(ctypes.c_void_p(first), ctypes.c_size_t(length), 1 | 4) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect refused: the rewritten placeholder cannot run") from None
     function = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
                                 ctypes.c_long, ctypes.c_long)(slot)
     return function

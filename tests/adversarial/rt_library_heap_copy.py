@@ -3,7 +3,8 @@ one thread), then its whole loaded image is copied into memory obtained with sbr
 writable segments hold into the image are moved by the copy's offset, and the copy is made executable
 with mprotect. perf names that mapping "[heap]" (the kernel names any anonymous mapping overlapping
 [start_brk, brk) so), and LibraryWatch._symbol treats every path starting with "[" as the kernel's own
-pages ([vdso]): neither hidden code nor forbidden. cblas_sgemm is called at its offset in the copy."""
+pages ([vdso]): neither hidden code nor forbidden. cblas_sgemm is called at its offset in the copy.
+A CPU runner may no longer make written memory executable (its system-call filter): refused at import."""
 import ctypes, glob, os, shutil, struct
 import numpy as np
 import torch
