@@ -124,6 +124,11 @@ def command(
     # beside the capped /tmp (pages of no process, out of the memory limit's sight). Read-only once its
     # nodes are in place; /dev/shm is a mount of its own, capped, and stays writable.
     args += ["--remount-ro", "/dev"]
+    if not gpu:
+        # /proc read-only: a process may write its own code pages through /proc/self/mem whatever their
+        # protection, which would run bytes no file holds (library code is recognised by its file's
+        # bytes). A GPU runner keeps it writable: CUDA's driver does not start without (H100, error 304).
+        args += ["--remount-ro", "/proc"]
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     return [*args, "--", *inner]
@@ -296,9 +301,6 @@ def _sandbox(found: Isolation) -> list[str]:
     # showed other runners' groups live. The runner's own limits hold from outside; it needs none of it.
     if os.path.isdir(_CGROUPS):
         args += [*_tmpfs(found, _CGROUPS, _EMPTIED_MIB), "--remount-ro", _CGROUPS]
-    # /proc read-only: a process may write its own code pages through /proc/self/mem whatever their
-    # protection, which would run bytes no file holds (library code is recognised by its file's bytes).
-    args += ["--remount-ro", "/proc"]
     args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
     if found.unprivileged_user:
