@@ -158,37 +158,79 @@ def test_the_candidates_own_build_is_looked_at_too(tmp_path: Path, monkeypatch: 
     assert table_for(own) is not None
 
 
-def test_a_glimpse_sees_code_running_from_a_writable_file_and_any_later_write(tmp_path: Path) -> None:
+def _loaded_in_child(lib: Path, shared: bool) -> subprocess.Popen[str]:
+    """A process that loads `lib` (with `shared`, also maps it writable and shared), says so, and on each
+    line it reads writes the file's first bytes again, then says so."""
+    probe = ("import ctypes, mmap, sys\n"
+             f"path = {str(lib)!r}\n"
+             "lib = ctypes.CDLL(path)\n"
+             "opened = open(path, 'r+b')\n"
+             f"keep = mmap.mmap(opened.fileno(), 0) if {shared} else None\n"
+             "print('loaded', flush=True)\n"
+             "while sys.stdin.readline():\n"
+             "    open(path, 'r+b').write(b'\\x7fELF')\n"
+             "    print('written', flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", probe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "loaded"
+    return child
+
+
+@pytest.mark.parametrize("folder", ["plain", "new\nline"])
+def test_a_glimpse_sees_code_running_from_a_writable_file_and_any_later_write(tmp_path: Path, folder: str) -> None:
     """A file under /tmp is the candidate's to write while its code runs: a glimpse keeps what ran and
-    the file's change time, and a write after it is seen (a red-team-style kernel put a library's code
-    into its file for the length of each call)."""
+    the file's change time, by inode (red-team round 19: a newline in the folder's name is written
+    `\\012` in /proc's listing of mappings, and a glimpse that went by path text found nothing)."""
     from sandbox.judge.glimpse import Glimpses
 
-    lib = _library(tmp_path, "own", {"my_kernel": 3})
-    probe = ("import ctypes, sys, time\n"
-             f"lib = ctypes.CDLL({str(lib)!r})\n"
-             "print('loaded', flush=True)\n"
-             "sys.stdin.readline()\n"
-             f"open({str(lib)!r}, 'r+b').write(b'\\x7fELF')\n"
-             "print('written', flush=True)\n"
-             "sys.stdin.readline()\n")
-    child = subprocess.Popen([sys.executable, "-c", probe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    (tmp_path / folder).mkdir()
+    lib = _library(tmp_path / folder, "own", {"my_kernel": 3})
+    child = _loaded_in_child(lib, shared=False)
     try:
-        assert child.stdout is not None and child.stdin is not None
-        assert child.stdout.readline().strip() == "loaded"
         glimpses = Glimpses()
         glimpses.take(child.pid)
         if glimpses.unreadable:
             pytest.skip(f"this host lets no process read another's memory: {glimpses.unreadable}")
         inode = lib.stat().st_ino
         offset, code = _code(lib, "my_kernel")
-        seen = glimpses.code(str(lib), inode, offset, offset + len(code))
+        seen = glimpses.code(inode, offset, offset + len(code))
         assert seen is not None and seen[1] == code[seen[0] - offset:]
-        assert not glimpses.written_since(child.pid, str(lib), inode)
+        assert glimpses.doubt(child.pid, str(lib), inode) is None
+        assert child.stdin is not None and child.stdout is not None
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "written"
-        assert glimpses.written_since(child.pid, str(lib), inode)
+        assert glimpses.doubt(child.pid, str(lib), inode) == "written while its code ran"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_code_whose_file_is_also_mapped_writable_and_shared_is_not_vouched_for(tmp_path: Path) -> None:
+    """Red-team round 19: on tmpfs a write through a dirty shared page moves no change time."""
+    from sandbox.judge.glimpse import Glimpses
+
+    lib = _library(tmp_path, "own", {"my_kernel": 3})
+    child = _loaded_in_child(lib, shared=True)
+    try:
+        glimpses = Glimpses()
+        glimpses.take(child.pid)
+        assert glimpses.doubt(child.pid, str(lib), lib.stat().st_ino) == "mapped writable and shared beside its code"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_code_a_glimpse_left_unread_is_not_vouched_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red-team round 19: 272 MB of filler mapped first spent the glimpse's reading on it."""
+    from sandbox.judge import glimpse
+
+    monkeypatch.setattr(glimpse, "MAX_BYTES", 0)
+    lib = _library(tmp_path, "own", {"my_kernel": 3})
+    child = _loaded_in_child(lib, shared=False)
+    try:
+        glimpses = glimpse.Glimpses()
+        glimpses.take(child.pid)
+        assert glimpses.doubt(child.pid, str(lib), lib.stat().st_ino) == "more code in writable files than a glimpse reads"
     finally:
         child.kill()
         child.wait()

@@ -53,62 +53,93 @@ def writable(pid: int, path: str) -> bool:
     try:
         return in_memory(f"/proc/{pid}/root{path}")
     except OSError:
-        return False
+        return True  # a file that cannot be looked at is vouched for by nothing
 
 
 @dataclass
 class Glimpses:
-    """Code seen running from writable files: by (path, inode), the file offsets and bytes read."""
+    """Code seen running from writable files, by inode (never by path: a path's text can be made to
+    read differently in /proc's listings and in perf's records): the file offsets and bytes read, each
+    file's change time when first seen, and the files no glimpse can vouch for."""
 
-    pages: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
-    changed_at: dict[tuple[str, int], int] = field(default_factory=dict)  # each file's change time when first seen
+    pages: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    changed_at: dict[int, int] = field(default_factory=dict)
+    # Files mapped writable and shared beside their code (a write through such a page moves no change time
+    # once the page is dirty), files whose code a glimpse left unread, and files it could not look at.
+    unvouched: dict[int, str] = field(default_factory=dict)
     taken: int = 0
     unreadable: list[str] = field(default_factory=list)
 
     def take(self, root: int) -> None:
-        """Read the executable mappings of writable files in `root` and every process below it."""
+        """Look at the executable mappings of writable files in `root` and every process below it: first
+        what costs a stat each (change times, shared writable mappings), then their bytes."""
         self.taken += 1
+        mappings = [(pid, m) for pid in [root, *procs.descendants(root)] for m in _mappings(pid)]
+        code = [(pid, m) for pid, m in mappings if m.executable and writable(pid, m.path)]
+        executable = {m.inode for _pid, m in code}
+        for pid, m in code:
+            if m.inode not in self.changed_at:
+                changed = _change_time(pid, m.path, m.inode)
+                if changed is None:
+                    self.unvouched.setdefault(m.inode, "no change time could be read")
+                else:
+                    self.changed_at[m.inode] = changed
+        for _pid, m in mappings:
+            if m.shared_writable and m.inode in executable:
+                self.unvouched.setdefault(m.inode, "mapped writable and shared beside its code")
         budget = MAX_BYTES
-        for pid in [root, *procs.descendants(root)]:
-            for start, end, offset, inode, path in _executable_files(pid):
-                if budget <= 0 or not writable(pid, path):
-                    continue
-                if (path, inode) not in self.changed_at and (changed := _change_time(pid, path, inode)) is not None:
-                    self.changed_at[(path, inode)] = changed
-                code = _read_memory(pid, start, min(end - start, budget))
-                if code is None:
-                    self.unreadable.append(path)
-                    continue
-                budget -= len(code)
-                self.pages.setdefault((path, inode), []).append((offset, code))
+        for pid, m in code:
+            if budget <= 0:
+                self.unvouched.setdefault(m.inode, "more code in writable files than a glimpse reads")
+                continue
+            read = _read_memory(pid, m.start, min(m.end - m.start, budget))
+            if read is None:
+                self.unreadable.append(m.path)
+                continue
+            budget -= len(read)
+            self.pages.setdefault(m.inode, []).append((m.offset, read))
 
-    def code(self, path: str, inode: int | None, start: int, end: int) -> tuple[int, bytes] | None:
+    def code(self, inode: int | None, start: int, end: int) -> tuple[int, bytes] | None:
         """Where the part of file offsets `start` to `end` that a glimpse covered begins, and its bytes as
         they were seen running; None where no glimpse covered any of it."""
-        for offset, code in self.pages.get((path, inode or 0), []):
+        for offset, code in self.pages.get(inode or 0, []):
             low, high = max(start, offset), min(end, offset + len(code))
             if low < high:
                 return low, code[low - offset:high - offset]
         return None
 
-    def written_since(self, pid: int, path: str, inode: int | None) -> bool:
-        """Whether the file was written after a glimpse saw code running from it: its change time, which
-        every write sets and no call can set back, moved. A compiler writes its library before it is
-        loaded; a kernel that puts code into its file for each call and takes it out again writes it
-        while it runs."""
-        seen = self.changed_at.get((path, inode or 0))
-        return seen is not None and _change_time(pid, path, inode or 0) != seen
+    def doubt(self, pid: int, path: str, inode: int | None) -> str | None:
+        """Why code that ran from this file cannot be vouched for, or None. A compiler writes its library
+        before it is loaded; a kernel that puts code into its file for each call and takes it out again
+        writes it while it runs: the file's change time, which every write() sets and no call can set
+        back, moved since a glimpse saw it."""
+        if (inode or 0) in self.unvouched:
+            return self.unvouched[inode or 0]
+        seen = self.changed_at.get(inode or 0)
+        if seen is not None and _change_time(pid, path, inode or 0) != seen:
+            return "written while its code ran"
+        return None
 
     def describe(self) -> str:
         if not self.taken:
             return "no glimpse of the runner's code was taken"
-        files = len(self.pages)
-        said = f"{self.taken} glimpses of the runner's code in files it can write ({files} seen running)"
+        said = f"{self.taken} glimpses of the runner's code in files it can write ({len(self.changed_at)} seen running)"
         return said + (f"; unreadable: {', '.join(sorted(set(self.unreadable))[:3])}" if self.unreadable else "")
 
 
-def _executable_files(pid: int) -> list[tuple[int, int, int, int, str]]:
-    """(start, end, file offset, inode, path) of each executable mapping of a file in `pid`."""
+@dataclass(frozen=True)
+class _Mapping:
+    start: int
+    end: int
+    offset: int
+    inode: int
+    path: str
+    executable: bool
+    shared_writable: bool
+
+
+def _mappings(pid: int) -> list[_Mapping]:
+    """The file mappings of `pid`, from /proc/PID/maps (which writes a newline in a path as `\\012`)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             lines = f.read().splitlines()
@@ -117,10 +148,12 @@ def _executable_files(pid: int) -> list[tuple[int, int, int, int, str]]:
     found = []
     for line in lines:
         fields = line.split(None, 5)
-        if len(fields) < 6 or "x" not in fields[1] or not fields[5].startswith("/"):
+        if len(fields) < 6 or not fields[5].startswith("/") or fields[4] == "0":
             continue
         low, high = (int(x, 16) for x in fields[0].split("-"))
-        found.append((low, high, int(fields[2], 16), int(fields[4]), fields[5].removesuffix(" (deleted)")))
+        path = fields[5].removesuffix(" (deleted)").replace("\\012", "\n")
+        found.append(_Mapping(low, high, int(fields[2], 16), int(fields[4]), path, "x" in fields[1],
+                              fields[1][1] == "w" and fields[1][3] == "s"))
     return found
 
 

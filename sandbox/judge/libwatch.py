@@ -275,6 +275,11 @@ class LibraryWatch:
                 pass_fds=(control_read, ack_write),
             )
             procs.own(self.proc.pid)
+            # Run only where nothing else would: once a process it follows has exited, this perf polls in
+            # a loop (red-team round 19: a core at 97 % for the rest of the evaluation, and the reference,
+            # timed in the judge, 32 ms instead of 0.2; at nice 19 still so). Any other task preempts an
+            # idle-policy one at once; its samples wait in its buffers until a core is free.
+            os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE, os.sched_param(0))
             # Our ends stay open while perf records: at the end of its control input perf stops sampling.
             self._control = [control_write, ack_read]
             os.write(control_write, b"enable\n")
@@ -356,15 +361,15 @@ class LibraryWatch:
             # pasted code into functions too short to recognise.
             start, end = max(middle - libcode.WINDOW, 0), middle + libcode.WINDOW
             code = files.code(inside[0][0], start, end)
-            seen = glimpses.code(path, inode, start, end) if glimpses is not None else None
+            seen = glimpses.code(inode, start, end) if glimpses is not None else None
             if code is None:
                 continue
-            first = inside[0][0]
-            changed = seen is not None and code[seen[0] - start:seen[0] - start + len(seen[1])] != seen[1]
-            if changed or (glimpses is not None and glimpses.written_since(first.pid, path, inode)):
-                # The file no longer holds what was seen running from it, or was written after that.
+            doubt = glimpses.doubt(inside[0][0].pid, path, inode) if glimpses is not None else None
+            if seen is not None and code[seen[0] - start:seen[0] - start + len(seen[1])] != seen[1]:
+                doubt = "it no longer holds what was seen running from it"
+            if doubt is not None:
                 result.hidden += len(inside)
-                result.hidden_in[f"{path} (written while its code ran)"] += len(inside)
+                result.hidden_in[f"{path} ({doubt})"] += len(inside)
                 count, owner = index.matches(seen[1]) if seen is not None else index.matches(code)
             else:
                 count, owner = index.matches(code)

@@ -275,11 +275,28 @@ class RunnerSession:
         return calls, rtt
 
     def _glimpse(self, after_s: float) -> bool:
-        """Read the runner's code from its memory `after_s` into a batch (`glimpse`), unless it answered."""
+        """Read the runner's code from its memory `after_s` into a batch (`glimpse`), unless it answered.
+        The sandbox is stopped while it is read (on the CPU): a kernel that watched for the reading (a
+        red-team kernel kept a page of its own where the reading would fault it in first) cannot put
+        other code in place before its own is read."""
         if self.host_pid is None or select.select([self.sock], [], [], max(after_s, 0.0))[0]:
             return False
-        self.glimpses.take(self.host_pid)
+        self.look()
         return True
+
+    def look(self) -> None:
+        """A glimpse of the runner's code with its sandbox stopped (`glimpse`)."""
+        if self.host_pid is None:
+            return
+        was_frozen = bool(self._frozen)
+        if not was_frozen:
+            self._freeze()
+            self.stopped_cpu_seconds()
+        try:
+            self.glimpses.take(self.host_pid)
+        finally:
+            if not was_frozen:
+                self._thaw()
 
     def bases(self, key: str, sets: list[Any], buffers: list[str], deadline: float, slots: int = 1) -> None:
         """Hand the runner a shape's two generated sets (arena trees) to keep on its device under `key`,

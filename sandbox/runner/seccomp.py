@@ -79,14 +79,16 @@ _ABIS: dict[str, list[_Abi]] = {
     # perf_event_open (298, 336, 241, 364): a perf ring buffer's pages are charged to no memory group
     # and lie in no resident set; 400 lean children held 3.2 GB of them under a 1 GB limit.
     # i386's old mmap (90) takes its arguments through a pointer no filter can read: refused whole.
-    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41, (283, 286, 282, 289, 206, 209, 222),
-                    (10, 329), (9,)),
+    # ptrace (101; i386 26) and process_vm_writev (311; i386 348) on the CPU: a forked child that attaches to
+    # the runner writes its code pages whatever their protection (round 19, PTRACE_POKEDATA).
+    "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41,
+                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259, 90), (125, 380), (192,))],
-    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107),
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,))],
+    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271),
                      (226, 288), (222,)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257), (125, 394), (192,))],
+                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,))],
 }
 
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K, _AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
@@ -156,5 +158,6 @@ def install(deferred_work: bool = True) -> str:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
-    timers = ", timers, signalfds, asynchronous I/O, memory made executable after it was written" if deferred_work else ""
+    timers = ", timers, signalfds, asynchronous I/O, memory made executable after it was written, tracing" \
+        if deferred_work else ""
     return f"key calls, io_uring, perf events{timers} and sockets other than Unix ones refused (seccomp)"
