@@ -92,6 +92,9 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_pasted_bytes", "full", {Status.rejected}, "forbidden-op"),
     # a copy whose kernels are in its file only while a call runs: written after code was seen running from it
     ("library", "matmul_bf16", "rt_library_toggled_copy", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    # the same in a folder whose name holds a newline, and toggled through a shared writable mapping (round 19)
+    ("library", "matmul_bf16", "rt_library_toggled_newline", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    ("library", "matmul_bf16", "rt_library_toggled_shared", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     # code rewritten in memory, so that no file shows it: the runner may not make written memory executable
     ("library", "matmul_bf16", "rt_library_code_rewritten_in_memory", "full", {Status.runtime_error}, None),
     ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),
