@@ -787,6 +787,30 @@ def test_the_runner_cannot_write_its_own_code_through_proc() -> None:
     assert seen == ["Name", "done"], seen  # /proc still reads
 
 
+def test_the_runner_sees_only_the_packages_kernels_need() -> None:
+    # Red-team round 19 ran onnxruntime's matrix product (a dependency of the knowledge base's), whose
+    # kernels no symbol names: the runner sees torch, numpy, triton, PyYAML and what they need.
+    import importlib.util
+
+    if not isolation.probe().available:
+        pytest.skip(f"no isolation here: {isolation.probe().reason}")
+    others = [name for name in ("onnxruntime", "scipy", "sklearn", "chromadb") if importlib.util.find_spec(name)]
+    if not others:
+        pytest.skip("no package beside torch's here to hide")
+    probe = ("import importlib, sys\n"
+             "for name in sys.argv[1:]:\n"
+             "    try:\n"
+             "        print(name, bool(getattr(importlib.import_module(name), '__file__', None)))\n"
+             "    except ImportError:\n"
+             "        print(name, False)\n")
+    names = ["torch", "numpy", "yaml", *others]
+    command = isolation.command([sys.executable, "-I", "-c", probe, *names], env={"PATH": "/usr/bin:/bin"},
+                                readable=[Path(sys.prefix), Path(sys.base_prefix)], hidden=[], gpu=False)
+    seen = dict(line.split() for line in subprocess.run(command, capture_output=True, text=True,
+                                                        timeout=120).stdout.splitlines())
+    assert seen == {"torch": "True", "numpy": "True", "yaml": "True", **{name: "False" for name in others}}, seen
+
+
 def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
     # bubblewrap's /dev is a tmpfs with no size it can set: a red-team kernel parked 1.2 GB there.
     found = isolation.probe()

@@ -90,6 +90,8 @@ CHEATS = [
     # library code known by its bytes: a copy with its names rewritten, machine code pasted into the build
     ("library", "matmul_bf16", "rt_library_renamed_copy", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_pasted_bytes", "full", {Status.rejected}, "forbidden-op"),
+    # a library installed beside the judge whose kernels no symbol names: not in the runner's view
+    ("library", "matmul_bf16", "rt_library_unneeded_package", "full", {Status.runtime_error}, None),
     # a copy whose kernels are in its file only while a call runs: written after code was seen running from it
     ("library", "matmul_bf16", "rt_library_toggled_copy", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     # the same in a folder whose name holds a newline, and toggled through a shared writable mapping (round 19)

@@ -17,8 +17,10 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Devices a GPU runner needs: NVIDIA's control and UVM nodes, AMD's KFD and render nodes.
 _DEV = Path("/dev")
@@ -113,6 +115,8 @@ def command(
         if view.visible:
             env = {**env, "CUDA_VISIBLE_DEVICES": view.visible}
     args += _bound_back(readable)
+    args += [arg for folder in _unneeded_packages()[0] for arg in _tmpfs(found, folder, _EMPTIED_MIB)]
+    args += [arg for module in _unneeded_packages()[1] for arg in ("--ro-bind", "/dev/null", module)]
     for secret in hidden:
         if secret.exists():
             args += ["--ro-bind", "/dev/null", str(secret)]
@@ -254,6 +258,58 @@ def _host_top_level() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _emptied() -> tuple[str, ...]:
     """Every folder the sandbox replaces with an empty one."""
     return ("/tmp", "/var/tmp", "/dev/shm", *_PRIVATE_FOLDERS, *_host_top_level()[0], *_hidden_owner_only()[0])
+
+
+# What a kernel may import from the interpreter's packages: these and what they need, nothing else of
+# the environment (the project's own dependencies among them: a red-team kernel ran onnxruntime's
+# matrix product, whose kernels no symbol names, so no sample of it could be told from honest code).
+RUNNER_PACKAGES = ("torch", "numpy", "triton", "pyyaml")
+
+
+@functools.cache
+def _unneeded_packages() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The folders and files of installed distributions a kernel does not need (`RUNNER_PACKAGES` and
+    what they require, markers aside, extras left out), for the sandbox to empty: (folders, files).
+    A top-level name that a needed distribution also uses (a namespace package) stays."""
+    import importlib.metadata as metadata
+
+    found: dict[str, metadata.Distribution] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(_normal(name), dist)
+    needed: set[str] = set()
+    todo = list(RUNNER_PACKAGES)
+    while todo:
+        name = _normal(todo.pop())
+        if name in needed or name not in found:
+            continue
+        needed.add(name)
+        todo += [re.split(r"[ ;<>=!~\[(]", r.strip())[0] for r in found[name].requires or [] if "extra ==" not in r]
+    kept = {top for name in needed for top in _top_level(found[name])}
+    unneeded = {top for name, dist in found.items() if name not in needed for top in _top_level(dist)} - kept
+    # Only what lies in the interpreter's package folders (an editable install names the project's own).
+    homes = {Path(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}}
+    unneeded = {top for top in unneeded if top.is_absolute() and top.parent in homes}
+    folders = tuple(sorted(str(p) for p in unneeded if p.is_dir() and not p.is_symlink()))
+    files = tuple(sorted(str(p) for p in unneeded if p.is_file() and not p.is_symlink()))
+    return folders, files
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _top_level(dist: Any) -> set[Path]:
+    """The top-level entries a distribution installed in its site-packages folder."""
+    base = Path(str(dist.locate_file("")))
+    tops = set()
+    for file in dist.files or []:
+        parts = Path(str(file)).parts
+        if parts and parts[0] not in ("..", "/") and not parts[0].endswith((".pth", ".dist-info", ".egg-info")) \
+                and parts[0] != "__pycache__":
+            tops.add(base / parts[0])
+    return tops
 
 
 def _bound_back(readable: list[Path]) -> list[str]:
