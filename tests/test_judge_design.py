@@ -638,7 +638,8 @@ def test_the_key_system_calls_are_refused_to_the_runner_and_all_it_starts() -> N
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     assert "key calls, io_uring, perf events, timers, signalfds, asynchronous I/O, memory made executable after " \
-        "it was written, tracing and sockets other than Unix ones refused (seccomp)" in out, out
+        "it was written, tracing, shared address spaces but threads' and sockets other than Unix ones refused " \
+        "(seccomp)" in out, out
     assert f"keyctl -1 {errno.EPERM}" in out and f"add_key -1 {errno.EPERM}" in out, out
     assert "getpid True" in out and "child 1" in out, out
 
@@ -709,7 +710,20 @@ def test_a_cpu_runner_cannot_make_written_memory_executable(where: str) -> None:
         "ctypes.CDLL(ctypes.util.find_library('m')).cos\n"
         "import numpy; print('loads', float(numpy.ones(4).sum()))\n"
         "nr = {'x86_64': 101, 'aarch64': 117}[__import__('platform').machine()]\n"
-        "print('ptrace', libc.syscall(nr, 0, 0, 0, 0), ctypes.get_errno())  # PTRACE_TRACEME\n"
+        "clone, clone3, mremap = {'x86_64': (56, 435, 25), 'aarch64': (220, 435, 216)}[__import__('platform').machine()]\n"
+        # unfiltered, these would take effect (a traced process, a child on the runner's own stack): probed
+        # only where they are refused
+        f"if {where == 'cpu'}:\n"
+        "    print('ptrace', libc.syscall(nr, 0, 0, 0, 0), ctypes.get_errno())  # PTRACE_TRACEME\n"
+        "    print('clone_vm', libc.syscall(clone, 0x100 | 17, 0, 0, 0, 0), ctypes.get_errno())  # CLONE_VM|SIGCHLD\n"
+        "    print('clone3', libc.syscall(clone3, 0, 0), ctypes.get_errno())\n"
+        "    moved = libc.mmap(None, 8192, R | W, FLAGS, -1, 0)\n"
+        "    print('mremap_fixed', libc.syscall(mremap, ctypes.c_void_p(page), 4096, 4096, 3, "
+        "ctypes.c_void_p(moved)) == -1, ctypes.get_errno())\n"
+        "import threading, subprocess, os; t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+        "print('spawn', subprocess.run(['true']).returncode)\n"
+        "child = os.fork()\n"
+        "os._exit(0) if child == 0 else print('fork', os.waitpid(child, 0)[1])\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     assert "rw True" in out and "to_r 0" in out and "loads 4.0" in out, out
@@ -717,8 +731,12 @@ def test_a_cpu_runner_cannot_make_written_memory_executable(where: str) -> None:
         assert f"rwx True {errno.EPERM}" in out and f"to_rx -1 {errno.EPERM}" in out, out
         # a child that attaches to the runner writes its code pages whatever their protection (round 19)
         assert f"ptrace -1 {errno.EPERM}" in out, out
+        # a process sharing the runner's memory, and pages moved: no record perf's samples are read against
+        assert f"clone_vm -1 {errno.EPERM}" in out and f"clone3 -1 {errno.ENOSYS}" in out, out
+        assert f"mremap_fixed True {errno.EPERM}" in out, out
     else:
         assert "to_rx 0" in out, out
+    assert "spawn 0" in out and "fork 0" in out, out  # threads, subprocesses and forks are as they were
 
 
 def test_the_runner_may_open_unix_sockets_only() -> None:

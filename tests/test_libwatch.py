@@ -128,6 +128,7 @@ def _watch(lib: Path, how: str, tmp_path: Path):
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         watch = LibraryWatch(tmp_path, own_code=[])
         watch.start(proc.pid)
+        watch.resume()
         time.sleep(1.2)
         sampled = watch.stop([re.compile(r"cblas_ks_spin")])
     finally:
@@ -163,6 +164,7 @@ def test_a_library_replaced_under_its_name_is_not_believed(tmp_path: Path) -> No
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         watch = LibraryWatch(tmp_path, own_code=[])
         watch.start(proc.pid)
+        watch.resume()
         time.sleep(1.2)
         # An innocent file under the same name, written after the samples were taken.
         innocent = tmp_path / "innocent"
@@ -232,6 +234,7 @@ def test_a_helper_started_the_moment_sampling_starts_is_sampled(tmp_path: Path) 
         assert proc.stdout is not None and proc.stdin is not None and proc.stdout.readline().strip() == "ready"
         watch = LibraryWatch(tmp_path, own_code=[])
         watch.start(proc.pid)
+        watch.resume()
         assert watch.error is None, watch.error
         proc.stdin.write("go\n")
         proc.stdin.flush()

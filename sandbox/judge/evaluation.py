@@ -221,12 +221,14 @@ class Evaluation:
         except BaseException:
             watch.discard()
             raise
+        watch.resume()
         # The base is sampled too, though nothing is judged from it: sampling costs its runner what
         # it costs the candidate's, so the pair is timed under the same conditions.
         base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
         if self.base_judge is not None and self.base_judge.session.host_pid is not None:
             base_watch.data.parent.mkdir(exist_ok=True)
             base_watch.start(self.base_judge.session.host_pid)
+            base_watch.resume()
         try:
             self._check(problem)
             self._check_base(problem)

@@ -115,8 +115,9 @@ def command(
         if view.visible:
             env = {**env, "CUDA_VISIBLE_DEVICES": view.visible}
     args += _bound_back(readable)
-    args += [arg for folder in _unneeded_packages()[0] for arg in _tmpfs(found, folder, _EMPTIED_MIB)]
-    args += [arg for module in _unneeded_packages()[1] for arg in ("--ro-bind", "/dev/null", module)]
+    folders, modules = (_seen(paths, readable) for paths in _unneeded_packages())
+    args += [arg for folder in folders for arg in _tmpfs(found, folder, _EMPTIED_MIB)]
+    args += [arg for module in modules for arg in ("--ro-bind", "/dev/null", module)]
     for secret in hidden:
         if secret.exists():
             args += ["--ro-bind", "/dev/null", str(secret)]
@@ -294,6 +295,15 @@ def _unneeded_packages() -> tuple[tuple[str, ...], tuple[str, ...]]:
     folders = tuple(sorted(str(p) for p in unneeded if p.is_dir() and not p.is_symlink()))
     files = tuple(sorted(str(p) for p in unneeded if p.is_file() and not p.is_symlink()))
     return folders, files
+
+
+def _seen(paths: tuple[str, ...], readable: list[Path]) -> list[str]:
+    """Those of `paths` the sandbox shows: not under an emptied folder, or brought back (a mount on a
+    path it does not show would make the folders on the way to it)."""
+    emptied = _emptied()
+    back = [str(folder) for folder in readable]
+    return [p for p in paths if not any(p.startswith(f"{e}/") for e in emptied)
+            or any(p.startswith(f"{b}/") for b in back)]
 
 
 def _normal(name: str) -> str:

@@ -50,6 +50,7 @@ class Hit:
     file_offset: int
     inode: int | None = None
     address: int | None = None  # where the code lay in the process
+    time: int = 0  # when it was taken (perf's clock: CLOCK_MONOTONIC as the judge starts it), ns
 
 
 @dataclass
@@ -162,9 +163,9 @@ class PerfData:
         for pid, ip, time in self.samples:
             found = index[pid].find(ip, time) if pid in index else None
             if found is None:
-                yield Hit(pid, "[unknown]", ip)
+                yield Hit(pid, "[unknown]", ip, time=time)
             else:
-                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode, ip)
+                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode, ip, time)
 
 
 class _MapIndex:

@@ -293,7 +293,9 @@ class RunnerSession:
             self._freeze()
             self.stopped_cpu_seconds()
         try:
-            self.glimpses.take(self.host_pid)
+            # From the sandbox's first process: a helper cloned as the runner's sibling (CLONE_PARENT) is
+            # no child of the runner's (red-team round 19).
+            self.glimpses.take(self.proc.pid if self.isolated else self.host_pid)
         finally:
             if not was_frozen:
                 self._thaw()

@@ -68,6 +68,9 @@ class _Abi:
     # mprotect and pkey_mprotect (refused with PROT_EXEC), mmap (refused with PROT_WRITE and PROT_EXEC)
     protect: tuple[int, ...] = ()
     mmap: tuple[int, ...] = ()
+    # clone, clone3 and mremap: a process sharing the runner's memory that is neither a thread nor a
+    # vfork child, and pages moved to a chosen place, emit no record perf's samples are read against
+    spaces: tuple[int, int, int] | None = None
 
 
 # io_uring's setup, enter and register (425-427 on every ABI here): its requests reach the kernel
@@ -82,18 +85,22 @@ _ABIS: dict[str, list[_Abi]] = {
     # ptrace (101; i386 26) and process_vm_writev (311; i386 348) on the CPU: a forked child that attaches to
     # the runner writes its code pages whatever their protection (round 19, PTRACE_POKEDATA).
     "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41,
-                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,)),
+                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,))],
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163))],
     "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271),
-                     (226, 288), (222,)),
+                     (226, 288), (222,), (220, 435, 216)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,))],
+                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163))],
 }
 
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K, _AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
 _ARCH_AT, _NR_AT, _ARG0_AT, _ARG2_AT = 4, 0, 16, 32  # offsets in struct seccomp_data (arguments' low words)
 _PROT_WRITE, _PROT_EXEC = 2, 4
+_ARG3_AT = 40
+_CLONE_VM, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x4000, 0x10000
+_MREMAP_FIXED, _MREMAP_DONTUNMAP = 2, 4
+_NO_CALL = 0x00050000 | errno.ENOSYS  # clone3: the C library then takes clone, whose flags can be read
 _AF_UNIX = 1
 _ALLOW = 0x7FFF0000
 _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
@@ -121,6 +128,9 @@ def program(machine: str | None = None, deferred_work: bool = True) -> list[tupl
         if deferred_work:
             code += [(_JEQ_K, f"protect{i}", 0, n) for n in abi.protect]
             code += [(_JEQ_K, f"mmap{i}", 0, n) for n in abi.mmap]
+            if abi.spaces is not None:
+                clone, clone3, mremap = abi.spaces
+                code += [(_JEQ_K, f"clone{i}", 0, clone), (_JEQ_K, "nocall", 0, clone3), (_JEQ_K, f"mremap{i}", 0, mremap)]
         code += [(_JEQ_K, f"socket{i}", 0, abi.socket), (_RET_K, 0, 0, _ALLOW)]
         labels[f"socket{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
@@ -130,10 +140,18 @@ def program(machine: str | None = None, deferred_work: bool = True) -> list[tupl
             labels[f"mmap{i}"] = len(code)
             code += [(_LD_W_ABS, 0, 0, _ARG2_AT), (_AND_K, 0, 0, _PROT_WRITE | _PROT_EXEC),
                      (_JEQ_K, "deny", "allow", _PROT_WRITE | _PROT_EXEC)]
+            if abi.spaces is not None:
+                labels[f"clone{i}"] = len(code)
+                code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JSET_K, 0, "allow", _CLONE_VM),
+                         (_JSET_K, "allow", "deny", _CLONE_THREAD | _CLONE_VFORK)]
+                labels[f"mremap{i}"] = len(code)
+                code += [(_LD_W_ABS, 0, 0, _ARG3_AT), (_JSET_K, "deny", "allow", _MREMAP_FIXED | _MREMAP_DONTUNMAP)]
     labels[f"abi{len(abis)}"] = labels["allow"] = len(code)  # an architecture not listed: nothing to filter
     code.append((_RET_K, 0, 0, _ALLOW))
     labels["deny"] = len(code)
     code.append((_RET_K, 0, 0, _DENY))
+    labels["nocall"] = len(code)
+    code.append((_RET_K, 0, 0, _NO_CALL))
 
     def offset(at: int, target: int | str) -> int:
         return labels[target] - at - 1 if isinstance(target, str) else target
@@ -158,6 +176,6 @@ def install(deferred_work: bool = True) -> str:
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
             libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
-    timers = ", timers, signalfds, asynchronous I/O, memory made executable after it was written, tracing" \
-        if deferred_work else ""
+    timers = (", timers, signalfds, asynchronous I/O, memory made executable after it was written, tracing, "
+              "shared address spaces but threads'") if deferred_work else ""
     return f"key calls, io_uring, perf events{timers} and sockets other than Unix ones refused (seccomp)"
