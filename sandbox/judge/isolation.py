@@ -265,6 +265,7 @@ def _emptied() -> tuple[str, ...]:
 # the environment (the project's own dependencies among them: a red-team kernel ran onnxruntime's
 # matrix product, whose kernels no symbol names, so no sample of it could be told from honest code).
 RUNNER_PACKAGES = ("torch", "numpy", "triton", "pyyaml")
+RUNNER_PACKAGE_FAMILIES = ("cupy",)  # CuPy's wheels are named for their CUDA (cupy-cuda12x, cupy-cuda13x)
 
 
 @functools.cache
@@ -280,7 +281,7 @@ def _unneeded_packages() -> tuple[tuple[str, ...], tuple[str, ...]]:
         if name:
             found.setdefault(_normal(name), dist)
     needed: set[str] = set()
-    todo = list(RUNNER_PACKAGES)
+    todo = [*RUNNER_PACKAGES, *(name for name in found if name.startswith(RUNNER_PACKAGE_FAMILIES))]
     while todo:
         name = _normal(todo.pop())
         if name in needed or name not in found:

@@ -6,7 +6,7 @@ kernels land in code no symbol covers in a file the candidate cannot write: neit
 nor hidden (red-team round 19: `ok` at 1185 µs against the seed's 1900). A one-node MatMul model is
 written as protobuf bytes by hand and run on float32 copies of the inputs.
 
-Stopped: the runner sees only the packages that torch, numpy, triton and PyYAML need (`isolation.
+Stopped: the runner sees only the packages that torch, numpy, triton, CuPy and PyYAML need (`isolation.
 RUNNER_PACKAGES`); onnxruntime's folder is empty there, and the import finds nothing to run.
 """
 import numpy as np
