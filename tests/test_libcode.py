@@ -15,6 +15,7 @@ import pytest
 
 from sandbox.judge import libcode
 from sandbox.judge.elfsyms import SymbolTable, function_ranges, table_for
+from sandbox.judge.glimpse import Glimpses
 from sandbox.judge.libwatch import LibraryWatch, Sampled, _Files
 from sandbox.judge.perfdata import Hit
 
@@ -124,14 +125,15 @@ def test_a_renamed_copy_of_a_library_in_tmp_is_that_library(tmp_path: Path, monk
     copy.parent.mkdir()
     copy.write_bytes(lib.read_bytes().replace(b"fake_sgemm_kernel", b"fake_sgxmm_kernel"))
     offset, code = _code(lib, "fake_sgemm_kernel")
-    hits = [Hit(pid=os.getpid(), path=str(copy), file_offset=offset + at, inode=copy.stat().st_ino) for at in (64, 900, 1700)]
+    inode = copy.stat().st_ino
+    hits = [Hit(pid=os.getpid(), path=str(copy), file_offset=offset + at, inode=inode) for at in (64, 900, 1700)]
     watch = LibraryWatch(tmp_path, own_code=[])
     files = _Files(None)
     symbols = [watch._symbol(files, hit) for hit in hits]
     assert symbols == ["fake_sgxmm_kernel"] * 3
     result = watch.classify(((hit.path, symbol) for hit, symbol in zip(hits, symbols, strict=True)), FORBIDDEN)
     assert not result.forbidden  # by its names, nothing
-    watch._by_content(files, hits, symbols, FORBIDDEN, result)
+    watch._by_content(files, hits, symbols, FORBIDDEN, result, Glimpses())
     assert sum(result.forbidden.values()) == 3
     assert "fake_sgemm_kernel (libblas.so)'s code (named fake_sgxmm_kernel here)" in result.describe()
 
@@ -153,7 +155,7 @@ def test_the_candidates_own_build_is_looked_at_too(tmp_path: Path, monkeypatch: 
         offset, _code_bytes = _code(own, name)
         hits = [Hit(pid=os.getpid(), path=str(own), file_offset=offset + 200, inode=own.stat().st_ino)]
         result = Sampled()
-        watch._by_content(files, hits, [watch._symbol(files, hits[0])], FORBIDDEN, result)
+        watch._by_content(files, hits, [watch._symbol(files, hits[0])], FORBIDDEN, result, Glimpses())
         assert bool(result.forbidden) is counted, name
     assert table_for(own) is not None
 
@@ -230,7 +232,8 @@ def test_code_a_glimpse_left_unread_is_not_vouched_for(tmp_path: Path, monkeypat
     try:
         glimpses = glimpse.Glimpses()
         glimpses.take(child.pid)
-        assert glimpses.doubt(child.pid, str(lib), lib.stat().st_ino) == "more code in writable files than a glimpse reads"
+        doubt = glimpses.doubt(child.pid, str(lib), lib.stat().st_ino)
+        assert doubt == "more code in writable files than a glimpse reads"
     finally:
         child.kill()
         child.wait()

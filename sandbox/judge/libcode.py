@@ -139,12 +139,13 @@ class Index:
             return 0, None
         return len(places), self.names[int(torch.mode(self.owners[places]).values)]
 
-    def _read_rest(self, library: str) -> None:
-        """Mark the runs that `library`'s other functions hold too (all places of each such run)."""
+    def _read_rest(self, library: str, every: bool = False) -> None:
+        """Mark the runs that `library`'s other functions hold too (all places of each such run); with
+        `every`, the runs any of its functions holds (a runtime's code is all "other" code)."""
         started = time.monotonic()
         try:
             table = SymbolTable(Path(library))
-            for h, _which, _names in _runs(_functions(Path(library), table, False, self.patterns)):
+            for h, _which, _names in _runs(_functions(Path(library), table, False, [] if every else self.patterns)):
                 at = torch.searchsorted(self.hashes, h).clamp(max=len(self.hashes) - 1)
                 self.shared[at[self.hashes[at] == h]] = True
         except (NotElf, OSError, ValueError, RuntimeError) as exc:
@@ -258,9 +259,7 @@ def build(patterns: list[re.Pattern[str]], files: list[Path]) -> Index:
     order = torch.argsort(all_hashes)
     index = Index(all_hashes[order], all_owners[order], names, libraries, patterns)
     for path, _table in _tables([path for path in files if _COMMON.match(path.name)]):
-        index.patterns = []  # every function of a runtime is "other" code
-        index._read_rest(str(path))
-    index.patterns = patterns
+        index._read_rest(str(path), every=True)
     keep = ~index.shared
     return Index(index.hashes[keep], index.owners[keep], names, libraries, patterns)
 

@@ -39,6 +39,7 @@ from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 SAMPLE_HZ = 997
 ATTACH_TIMEOUT_S = 10.0
 _WINDOW_STEP = 512  # samples within this many bytes of one another share a look at the code around them
+# Bracketed mappings that are the kernel's own code pages, not the process's memory.
 KERNEL_PAGES = ("[vdso]", "[vsyscall]", "[vectors]", "[uprobes]")
 
 
@@ -218,7 +219,6 @@ def prepare_index(integrity: dict[str, Any]) -> None:
 
     if not available():
         return
-
     policy = Policy.from_dict(integrity)
     patterns = patterns_for(policy.forbidden_ops, policy.forbidden_symbols)
     if patterns:
@@ -353,7 +353,7 @@ class LibraryWatch:
         return result
 
     def _by_content(self, files: _Files, hits: list[Hit], symbols: list[str | None | _Gone],
-                    patterns: list[re.Pattern[str]], result: Sampled, glimpses: Glimpses | None = None) -> None:
+                    patterns: list[re.Pattern[str]], result: Sampled, glimpses: Glimpses) -> None:
         """Count the samples in code the candidate controls (what the judge built from its source, files
         it could write) whose surrounding bytes are a forbidden library function's, whatever they are
         named (`libcode`): a library copied and renamed, or its machine code pasted into the build."""
@@ -373,10 +373,10 @@ class LibraryWatch:
             # pasted code into functions too short to recognise.
             start, end = max(middle - libcode.WINDOW, 0), middle + libcode.WINDOW
             code = files.code(inside[0][0], start, end)
-            seen = glimpses.code(inode, start, end) if glimpses is not None else None
+            seen = glimpses.code(inode, start, end)
             if code is None:
                 continue
-            doubt = glimpses.doubt(inside[0][0].pid, path, inode) if glimpses is not None else None
+            doubt = glimpses.doubt(inside[0][0].pid, path, inode)
             if seen is not None and code[seen[0] - start:seen[0] - start + len(seen[1])] != seen[1]:
                 doubt = "it no longer holds what was seen running from it"
             if doubt is not None:
