@@ -97,6 +97,8 @@ CHEATS = [
     # the same in a folder whose name holds a newline, and toggled through a shared writable mapping (round 19)
     ("library", "matmul_bf16", "rt_library_toggled_newline", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     ("library", "matmul_bf16", "rt_library_toggled_shared", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
+    # library code mapped by a vfork child over the runner's own code (round 20)
+    ("library", "matmul_bf16", "rt_library_vfork_mapping", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # code rewritten in memory, so that no file shows it: the runner may not make written memory executable
     ("library", "matmul_bf16", "rt_library_code_rewritten_in_memory", "full", {Status.runtime_error}, None),
     ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),

@@ -7,6 +7,14 @@ executable mappings of each process (with the moment each was made, so a mapping
 later does not rename earlier samples) and yields one `Hit` per sample. Symbols are looked up
 afterwards, per file, by `sandbox/judge/elfsyms.py`.
 
+perf files a mapping under the process that made it, but a child made by vfork shares its parent's
+memory until it execs: what it maps, its parent runs (red-team round 20: a vfork child mapped
+OpenBLAS over the pad of a judge-built library and exited; the runner's samples there read as the
+pad). The records do not say how a child was made; the thread that vforked, though, runs nothing
+until the child execs or exits, so a child while its forking thread was never sampled is taken to
+share its parent's memory, and a mapping made in shared memory is filed under every process that
+shares it.
+
 Format: linux/tools/perf/Documentation/perf.data-file-format.txt and `perf_event.h`.
 """
 
@@ -20,7 +28,7 @@ from pathlib import Path
 
 _MAGIC = b"PERFILE2"
 # Record types (perf_event.h) and the bits of `sample_type` that decide a sample's layout.
-_MMAP, _COMM, _FORK, _SAMPLE, _MMAP2 = 1, 3, 7, 9, 10
+_MMAP, _COMM, _EXIT, _FORK, _SAMPLE, _MMAP2 = 1, 3, 4, 7, 9, 10
 _IP, _TID, _TIME, _ID, _CPU, _STREAM_ID, _IDENTIFIER = 1 << 0, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16
 _COMM_EXEC = 1 << 13  # header.misc of a COMM record written by exec(): the old mappings are gone
 _MMAP_BUILD_ID = 1 << 14  # header.misc of an MMAP2 record that carries a build id instead of device and inode
@@ -56,6 +64,37 @@ class Hit:
 @dataclass
 class _Process:
     maps: list[Mapping] = field(default_factory=list)
+
+
+_NEVER = 1 << 64
+
+
+@dataclass
+class _Life:
+    """A process from its fork until its exec or its last thread's exit, and whether it shares its parent's memory."""
+
+    parent: int
+    forker: int  # the parent's thread that forked it: a vfork holds that thread until the child execs or exits
+    start: int
+    released: int = _NEVER  # its exec or its first thread's exit: when a vfork lets the forker go
+    exec_at: int = _NEVER
+    last_exit: int = _NEVER
+    threads: int = 1
+    shares: bool = False
+
+    def holds(self, time: int) -> bool:
+        return self.start <= time <= min(self.exec_at, self.last_exit)
+
+    def ended(self, kind: int, first_thread: bool, time: int) -> None:
+        """An exec (new memory: the life ends), or one thread's exit (the last one ends it)."""
+        if kind == _COMM or first_thread:
+            self.released = min(self.released, time)
+        if kind == _COMM:
+            self.exec_at = time
+            return
+        self.threads -= 1
+        if self.threads <= 0:
+            self.last_exit = time
 
 
 @dataclass(frozen=True)
@@ -110,24 +149,50 @@ class PerfData:
         self.attr = _read_attr(data)
         self.processes: dict[int, _Process] = {}
         self.samples: list[tuple[int, int, int]] = []  # (pid, ip, time)
+        self._seen: dict[int, list[int]] = {}  # thread -> the times it was sampled, in order
         # Records come per CPU buffer, not in time order: a child's exec can be read after its new
         # mappings. Process changes are applied in time order, as perf itself sorts them.
         changes: list[tuple[int, int, int, int, int, int]] = []
         for kind, misc, body, end in _records(data):
             if kind == _SAMPLE:
                 self._sample(data, body)
-            elif kind in (_MMAP, _MMAP2, _FORK, _COMM):
+            elif kind in (_MMAP, _MMAP2, _FORK, _COMM, _EXIT):
                 changes.append((self._time_of(data, end), len(changes), kind, misc, body, end))
-        for _time, _seq, kind, misc, body, end in sorted(changes):
+        changes.sort()
+        for times in self._seen.values():
+            times.sort()
+        self._lives = self._lives_of(data, changes)
+        for _time, _seq, kind, misc, body, end in changes:
             if kind in (_MMAP, _MMAP2):
                 self._mmap(data, kind, misc, body, end)
             elif kind == _FORK:
                 pid, ppid = struct.unpack_from("<II", data, body)
                 if pid != ppid and ppid in self.processes:  # a new process starts with its parent's code
                     self.processes[pid] = _Process(list(self.processes[ppid].maps))
-            elif misc & _COMM_EXEC:
+            elif kind == _COMM and misc & _COMM_EXEC:
                 pid = struct.unpack_from("<I", data, body)[0]
                 self.processes[pid] = _Process()
+
+    def _lives_of(self, data: bytes, changes: list[tuple[int, int, int, int, int, int]]) -> dict[int, list[_Life]]:
+        """Each child process's lives (a pid can be used again), and which of them shared their parent's memory."""
+        lives: dict[int, list[_Life]] = {}
+        for time, _seq, kind, misc, body, _end in changes:
+            if kind == _FORK:
+                pid, ppid, _tid, ptid = struct.unpack_from("<IIII", data, body)
+                if pid != ppid:
+                    lives.setdefault(pid, []).append(_Life(ppid, ptid, time))
+                elif pid in lives:  # a new thread of a child
+                    lives[pid][-1].threads += 1
+            if kind == _EXIT or (kind == _COMM and misc & _COMM_EXEC):
+                pid, tid = struct.unpack_from("<II" if kind == _COMM else "<I4xI", data, body)  # EXIT: pid, ppid, tid
+                life = lives[pid][-1] if pid in lives else None
+                if life is not None and life.exec_at == _NEVER:
+                    life.ended(kind, tid == pid, time)
+        for pid_lives in lives.values():
+            for life in pid_lives:
+                seen = self._seen.get(life.forker, [])
+                life.shares = bisect_right(seen, life.start) == bisect_right(seen, life.released)
+        return lives
 
     def _time_of(self, data: bytes, end: int) -> int:
         """A non-sample record's time, from its trailing sample_id (0 where the file has none)."""
@@ -138,10 +203,11 @@ class PerfData:
         pos = body + (8 if self.attr.sample_type & _IDENTIFIER else 0)
         ip = struct.unpack_from("<Q", data, pos)[0]
         pos += 8
-        pid = struct.unpack_from("<I", data, pos)[0] if self.attr.sample_type & _TID else -1
+        pid, tid = struct.unpack_from("<II", data, pos) if self.attr.sample_type & _TID else (-1, -1)
         pos += 8 if self.attr.sample_type & _TID else 0
         time = struct.unpack_from("<Q", data, pos)[0] if self.attr.sample_type & _TIME else 0
         self.samples.append((pid, ip, time))
+        self._seen.setdefault(tid, []).append(time)
 
     def _mmap(self, data: bytes, kind: int, misc: int, body: int, end: int) -> None:
         pid, _tid, addr, length, pgoff = struct.unpack_from("<IIQQQ", data, body)
@@ -154,8 +220,25 @@ class PerfData:
             if not misc & _MMAP_BUILD_ID:
                 inode = struct.unpack_from("<Q", data, body + 40)[0]
         time = self._time_of(data, end)
-        path = _cstring(data, name_at, end)
-        self.processes.setdefault(pid, _Process()).maps.append(Mapping(addr, addr + length, pgoff, path, time, inode))
+        mapping = Mapping(addr, addr + length, pgoff, _cstring(data, name_at, end), time, inode)
+        for sharer in self._sharing(pid, time):
+            self.processes.setdefault(sharer, _Process()).maps.append(mapping)
+
+    def _space(self, pid: int, time: int) -> int:
+        """The eldest process whose memory `pid` shares at `time` (itself, unless it is a vfork child)."""
+        for _ in range(len(self._lives) + 1):  # a parent is always older: the walk ends
+            life = next((life for life in self._lives.get(pid, []) if life.holds(time)), None)
+            if life is None or not life.shares:
+                return pid
+            pid = life.parent
+        return pid
+
+    def _sharing(self, pid: int, time: int) -> list[int]:
+        """Every process whose memory a mapping made by `pid` at `time` lands in."""
+        space = self._space(pid, time)
+        members = [other for other, lives in self._lives.items()
+                   if other != pid and any(life.holds(time) for life in lives) and self._space(other, time) == space]
+        return [pid, *members, *([space] if space != pid and space not in members else [])]
 
     def hits(self) -> Iterator[Hit]:
         """Each sample's file and offset, resolved against the mappings its process had at that moment."""
