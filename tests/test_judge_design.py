@@ -685,6 +685,42 @@ def test_a_cpu_runner_cannot_arm_kernel_work_for_after_its_stop(where: str) -> N
 
 
 @pytest.mark.parametrize("where", ["cpu", "device"])
+def test_a_gpu_runner_stays_on_the_core_it_was_calibrated_on(where: str) -> None:
+    # Cores of a lent GPU host ran the runner's host work 1.6-2.2 times apart; the judge calibrates a GPU
+    # runner on the quicker half, and a kernel that moved to a core quicker by then would gain the difference.
+    from sandbox.runner import seccomp
+
+    if not seccomp.program():
+        pytest.skip(f"no system-call filter for {platform.machine()}")
+    probe = (
+        "import os\n"
+        "from sandbox.runner import seccomp\n"
+        f"print(seccomp.install(deferred_work={where == 'cpu'}, keep_cores={where == 'device'}))\n"
+        "mask = os.sched_getaffinity(0)\n"
+        "try:\n"
+        "    os.sched_setaffinity(0, mask); print('moved')\n"
+        "except PermissionError:\n"
+        "    print('kept')\n"
+        "print('read', os.sched_getaffinity(0) == mask)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
+    assert "read True" in out, out
+    assert ("kept" if where == "device" else "moved") in out, out
+    assert ("a change of cores" in out) == (where == "device"), out
+
+
+def test_the_quickest_cores_are_ones_this_process_may_use() -> None:
+    from sandbox.envinfo import core_pace_ns, quickest_cores
+
+    allowed = os.sched_getaffinity(0)
+    cores = quickest_cores()
+    assert (cores is None) == (len(allowed) < 4)
+    assert cores is None or (cores <= allowed and len(cores) == max(2, len(allowed) // 2))
+    assert core_pace_ns(min(allowed)) > 0
+    assert os.sched_getaffinity(0) == allowed  # the probes leave this thread's cores as they were
+
+
+@pytest.mark.parametrize("where", ["cpu", "device"])
 def test_a_cpu_runner_cannot_make_written_memory_executable(where: str) -> None:
     # Library code is recognised by its bytes, read from the file a sample's code was mapped from. A
     # runner that could write into its code's pages (mprotect to writable, copy a library's kernel

@@ -205,30 +205,33 @@ class Evaluation:
             self.base_judge.session.cap_memory(memory)
             self.base_judge.deadline = self.judge.deadline
             self.base_judge._ensure(1 << 20)
-        calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
-        self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
-        if self.base_judge is not None:
-            self._load_base(problem, Path(self.request["paired_with"]))
         # Sampling starts before the candidate's import: perf follows the processes and threads the
         # runner starts after it attached, never one started before (a red-team kernel ran its library
-        # calls in a helper it started at import, and not one of its samples was taken).
+        # calls in a helper it started at import, and not one of its samples was taken). It starts
+        # before the calibration too: sampling makes each of the runner's context switches dearer, and
+        # on an H100 host a no-op batch calibrated without perf took 10-15% less than one beside it,
+        # which the bound then saw as time the candidate's calls had hidden.
         watch = LibraryWatch(Path.cwd(), own_code=[str(native.buildcache.cache_root())],
                              own_names=identifiers(source))
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
-        try:
-            self._load(problem, submission)
-        except BaseException:
-            watch.discard()
-            raise
-        watch.resume()
         # The base is sampled too, though nothing is judged from it: sampling costs its runner what
         # it costs the candidate's, so the pair is timed under the same conditions.
         base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
         if self.base_judge is not None and self.base_judge.session.host_pid is not None:
             base_watch.data.parent.mkdir(exist_ok=True)
             base_watch.start(self.base_judge.session.host_pid)
-            base_watch.resume()
+        try:
+            calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
+            self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
+            if self.base_judge is not None:
+                self._load_base(problem, Path(self.request["paired_with"]))
+            self._load(problem, submission)
+        except BaseException:
+            watch.discard()
+            base_watch.discard()
+            raise
+        watch.resume()
         try:
             self._check(problem)
             self._check_base(problem)

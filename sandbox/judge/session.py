@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox import native
+from sandbox import envinfo, native
 from sandbox.judge import cgroups, isolation, procs
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.glimpse import Glimpses
@@ -153,12 +153,21 @@ class RunnerSession:
             self.tasks = None
         command = cgroups.enter([g for g in (self.account, self.memory, self.tasks) if g is not None], command)
         self.memory_limit_mb: int | None = None
+        # A GPU runner stays on the quicker cores (envinfo.quickest_cores): it inherits the mask of the
+        # thread that starts it, which is set for the start alone.
+        self.cores = envinfo.quickest_cores() if gpu else None
+        mask = os.sched_getaffinity(0)
         with open(log_path, "ab") as log_file:
-            self.proc = subprocess.Popen(
-                command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
-            )
+            try:
+                if self.cores is not None:
+                    os.sched_setaffinity(0, self.cores)
+                self.proc = subprocess.Popen(
+                    command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
+                )
+            finally:
+                os.sched_setaffinity(0, mask)
         runner_end.close()
         procs.own(self.proc.pid)
         self.arena: Arena | None = None

@@ -269,8 +269,8 @@ class Track:
             # another call of its batch, the batch's total is what the judge's clock bounds.
             reported = sum(c.reported_us for c in calls)
             judged = max(0.0, rtt - self.calibration.overhead_us)
-            cpu, overhead = judge.session.batch_cpu_us, self.calibration.cpu_overhead_us
-            cpu_judged = max(0.0, cpu - overhead) if cpu is not None and overhead is not None else None
+            cpu, cpu_overhead = judge.session.batch_cpu_us, self.calibration.cpu_overhead_us
+            cpu_judged = max(0.0, cpu - cpu_overhead) if cpu is not None and cpu_overhead is not None else None
             self.samples.append(batch_figure(reported, judged, self.calibration, self.judge.device, cpu_judged) / len(calls))
             self.reported.append(reported)
             self.beyond.append(rtt - self.calibration.overhead_us)

@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     from sandbox.runner import seccomp
 
     on_gpu = len(argv) > 2 and argv[2] == "gpu"
-    filtered = seccomp.install(deferred_work=not on_gpu)  # before any candidate code: all it starts inherit it
+    # Before any candidate code: all it starts inherit it.
+    filtered = seccomp.install(deferred_work=not on_gpu, keep_cores=on_gpu)
     sock = socket.socket(fileno=int(argv[1]))
     import torch  # paid before the first request, while the judge prepares
 

@@ -71,6 +71,8 @@ class _Abi:
     # clone, clone3 and mremap: a process sharing the runner's memory that is neither a thread nor a
     # vfork child, and pages moved to a chosen place, emit no record perf's samples are read against
     spaces: tuple[int, int, int] | None = None
+    # sched_setaffinity: a GPU runner stays on the cores the judge chose and calibrated it on
+    affinity: tuple[int, ...] = ()
 
 
 # io_uring's setup, enter and register (425-427 on every ABI here): its requests reach the kernel
@@ -85,13 +87,13 @@ _ABIS: dict[str, list[_Abi]] = {
     # ptrace (101; i386 26) and process_vm_writev (311; i386 348) on the CPU: a forked child that attaches to
     # the runner writes its code pages whatever their protection (round 19, PTRACE_POKEDATA).
     "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41,
-                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25)),
+                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25), (203,)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163))],
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163), (241,))],
     "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271),
-                     (226, 288), (222,), (220, 435, 216)),
+                     (226, 288), (222,), (220, 435, 216), (122,)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163))],
+                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163), (241,))],
 }
 
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K, _AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
@@ -107,11 +109,13 @@ _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 
-def program(machine: str | None = None, deferred_work: bool = True) -> list[tuple[int, int, int, int]]:
+def program(machine: str | None = None, deferred_work: bool = True, keep_cores: bool = False
+            ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; empty where the machine's numbers are not known.
 
     Per ABI: compare the architecture (another: the next ABI's block), load the call's number, refuse
-    it if it has bits the ABI's numbers never have (x32's), refuse the listed calls (with `deferred_work`, the calls that arm kernel work for later too);
+    it if it has bits the ABI's numbers never have (x32's), refuse the listed calls (with `deferred_work`, the calls
+    that arm kernel work for later too; with `keep_cores`, a change of the cores a thread may run on);
     `socket` goes on to its first argument, the domain, which must be AF_UNIX. Jumps are written to
     labels and resolved to the forward offsets BPF takes."""
     abis = _ABIS.get(machine or platform.machine(), [])
@@ -124,7 +128,8 @@ def program(machine: str | None = None, deferred_work: bool = True) -> list[tupl
         code += [(_LD_W_ABS, 0, 0, _ARCH_AT), (_JEQ_K, 0, f"abi{i + 1}", abi.arch), (_LD_W_ABS, 0, 0, _NR_AT)]
         if abi.mask != 0xFFFFFFFF:
             code.append((_JSET_K, "deny", 0, ~abi.mask & 0xFFFFFFFF))
-        code += [(_JEQ_K, "deny", 0, n) for n in abi.refused + (abi.deferred if deferred_work else ())]
+        refused = abi.refused + (abi.deferred if deferred_work else ()) + (abi.affinity if keep_cores else ())
+        code += [(_JEQ_K, "deny", 0, n) for n in refused]
         if deferred_work:
             code += [(_JEQ_K, f"protect{i}", 0, n) for n in abi.protect]
             code += [(_JEQ_K, f"mmap{i}", 0, n) for n in abi.mmap]
@@ -159,10 +164,12 @@ def program(machine: str | None = None, deferred_work: bool = True) -> list[tupl
     return [(c, offset(i, jt), offset(i, jf), k) for i, (c, jt, jf, k) in enumerate(code)]
 
 
-def install(deferred_work: bool = True) -> str:
+def install(deferred_work: bool = True, keep_cores: bool = False) -> str:
     """Install the filter in this process (and all it starts later); what was done, in words.
-    `deferred_work`: refuse the calls that arm kernel work for later (timers, signalfds, AIO)."""
-    instructions = program(deferred_work=deferred_work)
+    `deferred_work`: refuse the calls that arm kernel work for later (timers, signalfds, AIO).
+    `keep_cores`: refuse changing the cores a thread may run on (a GPU runner is kept on the one its
+    judge calibrated it on: `envinfo.quickest_cores`)."""
+    instructions = program(deferred_work=deferred_work, keep_cores=keep_cores)
     if not instructions:
         return f"no system-call filter: the numbers of {platform.machine()} are not known here"
     raw = b"".join(struct.pack("HBBI", *ins) for ins in instructions)
@@ -178,4 +185,5 @@ def install(deferred_work: bool = True) -> str:
         return f"no system-call filter: the kernel refused it ({errno.errorcode.get(ctypes.get_errno(), '?')})"
     timers = (", timers, signalfds, asynchronous I/O, memory made executable after it was written, tracing, "
               "shared address spaces but threads'") if deferred_work else ""
-    return f"key calls, io_uring, perf events{timers} and sockets other than Unix ones refused (seccomp)"
+    core = ", a change of cores" if keep_cores else ""
+    return f"key calls, io_uring, perf events{timers}{core} and sockets other than Unix ones refused (seccomp)"
