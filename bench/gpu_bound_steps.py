@@ -1,0 +1,39 @@
+"""The GPU bound on honest seeds: how often each is refused `timing-contradicted`, and per shape the runner's
+steps beside the no-op's, the judge's clock per batch, and the allowance.
+
+    OUT=<folder> REPEATS=2 python bench/gpu_bound_steps.py rmsnorm: fp8_blockscale_gemm:triton vector_add:triton
+
+Arguments are `problem:variant` (an empty variant: the CUDA seed); each verdict's JSON goes to $OUT. Run on a
+GPU host (the device tool); the figures of docs/BENCHMARKS.md's eleventh session came from it.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, ".")
+from sandbox.evaluator import EvalOptions, evaluate  # noqa: E402
+from sandbox.problem import load_problem  # noqa: E402
+
+OUT = os.environ.get("OUT", "/tmp")
+DEFAULT = ["rmsnorm:triton", "vector_add:triton", "matmul_bf16:triton", "fp8_blockscale_gemm:triton", "rmsnorm:"]
+CASES = [a.split(":") for a in sys.argv[1:] or DEFAULT]
+REPEATS = int(os.environ.get("REPEATS", "2"))
+for name, variant in CASES:
+    seed = load_problem(name, "cuda").seed_for("cuda", variant or None)
+    for i in range(REPEATS):
+        t0 = time.time()
+        v = evaluate(name, seed, EvalOptions(target="cuda", timing={"budget_s": 0.3, "warmup_s": 0.02}))
+        tag = f"{name}-{variant or 'cuda'}-{i}"
+        with open(f"{OUT}/{tag}.json", "w") as f:
+            f.write(v.model_dump_json(indent=1))
+        print(f"== {tag}: {v.status.value} in {time.time() - t0:.0f}s | {v.message[:300]}")
+        judges = [(f"{b.shape} median {b.median_us:.1f}", b.judge or {}) for b in v.benchmarks]
+        viol = v.integrity.violation
+        if viol is not None and viol.detail:
+            judges.append((viol.shape, viol.detail.get("judge", {})))
+        for shape, j in judges:
+            steps = j.get("runner_steps_us", {})
+            print(f"   {shape}: reported {j.get('reported_per_call_us')} judged {j.get('per_call_us')} "
+                  f"allowed {j.get('allowed_us')} overhead {j.get('overhead_us')} spread {j.get('spread_us')} "
+                  f"batch {j.get('batch')}\n      steps noop {steps.get('no-op')} kernel {steps.get('kernel')} "
+                  f"by batch {steps.get('kernel_by_batch')}\n      calibration {j.get('calibration_us')}")
