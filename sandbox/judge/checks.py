@@ -11,6 +11,8 @@ and the inputs are compared with the judge's own copy after every call.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,10 +80,22 @@ class Judge:
     # The arena in device memory (None: decide by the device); False once the runner could not map it.
     device_arena: bool | None = None
     arena_note: str = ""
+    # What samples the runner from outside (libwatch.LibraryWatch), paused while the judge times its own
+    # work (`own_timing`); None: nothing samples it.
+    sampler: Any = None
 
     def __post_init__(self) -> None:
         if self.resident_inputs is None:
             self.resident_inputs = self.device != "cpu"
+
+    @contextmanager
+    def own_timing(self) -> Iterator[None]:
+        """While the judge times work of its own (the reference): its runner's sampler stopped."""
+        if self.sampler is None:
+            yield
+            return
+        with self.sampler.paused():
+            yield
 
     # -- inputs and outputs through the arena ------------------------------------------
 

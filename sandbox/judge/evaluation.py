@@ -215,12 +215,14 @@ class Evaluation:
                              own_names=identifiers(source))
         if runner.host_pid is not None:
             watch.start(runner.host_pid)
+        self.judge.sampler = watch
         # The base is sampled too, though nothing is judged from it: sampling costs its runner what
         # it costs the candidate's, so the pair is timed under the same conditions.
         base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
         if self.base_judge is not None and self.base_judge.session.host_pid is not None:
             base_watch.data.parent.mkdir(exist_ok=True)
             base_watch.start(self.base_judge.session.host_pid)
+            self.base_judge.sampler = base_watch
         try:
             calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
             self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}

@@ -435,7 +435,8 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
             ratios.append(second.samples[-1] / first.samples[-1] if first.samples[-1] > 0 else math.inf)
             if reference:
                 stopped = _stopped_now(tracks)
-                reference_us.append(_reference_once(lead.judge, lead.shape, recipes[0], timer))
+                with first.judge.own_timing(), second.judge.own_timing():
+                    reference_us.append(_reference_once(lead.judge, lead.shape, recipes[0], timer))
                 base_failed = _still_while_stopped(stopped, first, "while the reference was timed") or base_failed
         rounds += 1
         live = [first] if base_failed else tracks
@@ -532,4 +533,5 @@ def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str
     ref_policy = TimingPolicy(warmup_s=policy.warmup_s, min_reps=min(policy.min_reps, 5), max_reps=policy.max_reps,
                               budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5)
     sets = shape.bases  # no longer needed by anything else: the reference may write its outputs into them
-    return Timer(judge.device, ref_policy).run(_placed(judge, shape), lambda i: sets[i % 2]).to_dict()
+    with judge.own_timing():
+        return Timer(judge.device, ref_policy).run(_placed(judge, shape), lambda i: sets[i % 2]).to_dict()
