@@ -146,12 +146,23 @@ def test_samples_in_a_forbidden_function_are_counted(tmp_path: Path) -> None:
     assert hits.get("cblas_ks_spin", 0) > 0.5 * sampled.samples, sampled
 
 
+def _reads_mappings() -> bool:
+    """Whether this process may open another's /proc/PID/map_files entries (root)."""
+    return os.geteuid() == 0
+
+
 @pytest.mark.slow
-def test_code_whose_file_was_deleted_after_loading_counts_as_hidden(tmp_path: Path) -> None:
+def test_code_whose_file_was_deleted_after_loading_is_read_through_its_mapping(tmp_path: Path) -> None:
+    # A kernel that builds in a temporary folder and tidies it away once loaded runs code from a deleted
+    # file (red-team round 19: refused hidden-code). Read through the mapping, its functions are named;
+    # where the judge may not read other processes' mappings, it stays hidden.
     sampled = _watch(_build(tmp_path), "unlink", tmp_path)
     assert sampled.error is None, sampled.error
-    assert not sampled.forbidden
-    assert sampled.hides_code(), f"{sampled.hidden} hidden of {sampled.samples}"
+    if _reads_mappings():
+        hits = {sym: n for (_, sym), n in sampled.forbidden.items()}
+        assert hits.get("cblas_ks_spin", 0) > 0.5 * sampled.samples and not sampled.hides_code(), sampled
+    else:
+        assert not sampled.forbidden and sampled.hides_code(), f"{sampled.hidden} hidden of {sampled.samples}"
 
 
 @pytest.mark.slow
@@ -175,7 +186,14 @@ def test_a_library_replaced_under_its_name_is_not_believed(tmp_path: Path) -> No
         proc.kill()
         proc.wait()
     assert sampled.error is None, sampled.error
-    assert not sampled.forbidden and sampled.hides_code(), sampled
+    # Never named by the innocent file: read through its mapping, the library that ran is named; where
+    # the mapping cannot be read, its code is hidden.
+    innocent_names = {sym for (_, sym), _n in sampled.forbidden.items() if "ks_spin" not in sym}
+    assert not innocent_names, sampled
+    if _reads_mappings():
+        assert sum(sampled.forbidden.values()) > 0.5 * sampled.samples, sampled
+    else:
+        assert not sampled.forbidden and sampled.hides_code(), sampled
 
 
 def test_code_in_a_file_overwritten_so_it_reads_as_no_elf_counts_as_hidden(tmp_path: Path) -> None:

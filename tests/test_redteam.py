@@ -180,6 +180,7 @@ LEGIT = [
     ("rmsnorm", "legit_rt_rmsnorm_torch"),
     ("matmul_bf16", "legit_rt_matmul_blocked"),
     ("matmul_bf16", "legit_rt_matmul_native_threads"),
+    ("matmul_bf16", "legit_rt_tempdir_build"),  # built in a temporary folder, deleted once loaded
 ]
 
 

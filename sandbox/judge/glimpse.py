@@ -158,12 +158,37 @@ def _mappings(pid: int) -> list[_Mapping]:
 
 
 def _change_time(pid: int, path: str, inode: int) -> int | None:
-    """The file's change time (ns), as `pid` sees the file; None where it is gone or another file now."""
-    try:
-        st = os.stat(f"/proc/{pid}/root{path}")
-    except OSError:
+    """The file's change time (ns), as `pid` sees the file, or through its mapping once its name is
+    gone (`mapped_file`); None where neither reaches the inode that was mapped."""
+    for where in (f"/proc/{pid}/root{path}", mapped_file(pid, inode)):
+        try:
+            st = os.stat(where) if where else None
+        except OSError:
+            continue
+        if st is not None and st.st_ino == inode:
+            return st.st_ctime_ns
+    return None
+
+
+def mapped_file(pid: int, inode: int | None) -> str | None:
+    """A path that opens the file `pid` maps as `inode`, whatever became of its name: the mapping's
+    entry in /proc/PID/map_files, which the judge may open where it has the capability (root).
+
+    A kernel that builds its library in a temporary folder and tidies the folder away once the library
+    is loaded runs code from a deleted file; read through its mapping, that file is as readable as one
+    kept, and as watched: a write to it moves its change time just the same (red-team round 19: such a
+    kernel was refused `hidden-code`). None where `pid` maps no such inode or the entry cannot be read."""
+    if not inode:
         return None
-    return st.st_ctime_ns if st.st_ino == inode else None
+    for m in _mappings(pid):
+        if m.inode != inode:
+            continue
+        where = f"/proc/{pid}/map_files/{m.start:x}-{m.end:x}"
+        try:
+            return where if os.stat(where).st_ino == inode else None
+        except OSError:
+            return None
+    return None
 
 
 def _read_memory(pid: int, address: int, length: int) -> bytes | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from sandbox import buildcache
 from sandbox.judge import libcode, procs
-from sandbox.judge.glimpse import WRITABLE, Glimpses, in_memory
+from sandbox.judge.glimpse import WRITABLE, Glimpses, in_memory, mapped_file
 from sandbox.judge.elfsyms import SymbolTable, table_for
 from sandbox.judge.perfdata import Hit, PerfData, PerfDataError
 
@@ -116,8 +116,9 @@ def name_parts(symbol: str) -> list[str]:
 
 
 def _hidden(dso: str) -> bool:
-    """Code run from where no file can be read back: a memfd, a deleted file, anonymous memory."""
-    return dso.startswith(("/memfd:", "[anon", "//anon")) or dso.endswith("(deleted)") or dso == "[unknown]"
+    """Code run from where no file can be read back: a memfd, anonymous memory. (A file deleted before
+    perf recorded its mapping is read through the mapping where it can be: `_Files`.)"""
+    return dso.startswith(("/memfd:", "[anon", "//anon")) or dso == "[unknown]"
 
 
 class _Gone:
@@ -156,13 +157,21 @@ class _Files:
                 continue
         return False
 
+    def _places(self, hit: Hit) -> list[Path]:
+        """Where the sample's file may be read: by its name as the runner sees it, then through the
+        mapping itself (`glimpse.mapped_file`), which reaches the inode that was mapped even once its
+        name is gone or names another file."""
+        name = hit.path.removesuffix(" (deleted)")
+        places = [Path(root + name) for root in [f"/proc/{hit.pid}/root", *self.roots]]
+        mapped = mapped_file(hit.pid, hit.inode)
+        return places + ([Path(mapped)] if mapped else [])
+
     def code(self, hit: Hit, start: int, end: int) -> bytes | None:
         """Bytes `start` to `end` of the sample's file, read as the runner saw it; None where it is gone."""
-        for root in [f"/proc/{hit.pid}/root", *self.roots]:
-            path = Path(root + hit.path)
+        for path in self._places(hit):
             try:
                 if hit.inode is not None and path.stat().st_ino != hit.inode:
-                    return None
+                    continue
                 with path.open("rb") as f:
                     f.seek(start)
                     return f.read(end - start)
@@ -177,19 +186,21 @@ class _Files:
         return self.seen[key]
 
     def _read(self, hit: Hit) -> SymbolTable | None | _Gone:
-        for root in [f"/proc/{hit.pid}/root", *self.roots]:
-            path = Path(root + hit.path)
+        replaced = False
+        for path in self._places(hit):
             try:
                 if hit.inode is not None and path.stat().st_ino != hit.inode:
-                    return _GONE  # replaced after it was mapped
+                    replaced = True  # another file under that name now: the one mapped may still be reachable
+                    continue
                 table = table_for(path)
                 # Code was mapped from it, yet it reads as no ELF file: overwritten after it was mapped
                 # (a red-team kernel zeroed the magic of its copy of a BLAS library once loaded).
                 return _GONE if table is None else table
             except OSError:
                 continue
-        # Without a view of the runner's files (its root not readable here), nothing can be told.
-        return _GONE if self.roots else None
+        # Gone or replaced, and not reachable through its mapping; without a view of the runner's files
+        # (its root not readable here), nothing can be told.
+        return _GONE if self.roots or replaced else None
 
 
 def _acknowledged(fd: int, timeout: float) -> bool:
