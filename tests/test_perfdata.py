@@ -9,7 +9,7 @@ from sandbox.judge.perfdata import PerfData
 
 _IP, _TID, _TIME = 1 << 0, 1 << 1, 1 << 2
 _SAMPLE_ID_ALL = 1 << 18
-_MMAP2, _COMM, _EXIT, _FORK, _SAMPLE = 10, 3, 4, 7, 9
+_MMAP2, _LOST, _COMM, _EXIT, _FORK, _SAMPLE = 10, 2, 3, 4, 7, 9
 _COMM_EXEC = 1 << 13
 PARENT, CHILD = 100, 101
 
@@ -36,6 +36,9 @@ class _Recorder:
     def exec(self, pid: int, time: int) -> None:
         self._add(_COMM, struct.pack("<II", pid, pid) + b"prog\0\0\0\0", pid, pid, time, misc=_COMM_EXEC)
 
+    def lost(self, count: int, time: int) -> None:
+        self._add(_LOST, struct.pack("<QQ", 7, count), 0, 0, time)
+
     def sample(self, pid: int, ip: int, time: int, tid: int | None = None) -> None:
         body = struct.pack("<QIIQ", ip, pid, pid if tid is None else tid, time)
         self.records.append(struct.pack("<IHH", _SAMPLE, 0, 8 + len(body)) + body)
@@ -53,7 +56,10 @@ class _Recorder:
 
 
 def _where(recorder: _Recorder, tmp_path: Path) -> list[str]:
-    return [hit.path for hit in PerfData(recorder.write(tmp_path / "perf.data")).hits()]
+    """Each sample's file, and after ` | ` the file it reads as with the mappings of processes that may share
+    its memory, where that differs."""
+    hits = PerfData(recorder.write(tmp_path / "perf.data")).hits()
+    return [hit.path + (f" | {hit.also.path}" if hit.also else "") for hit in hits]
 
 
 def _parent_with_a_child(recorder: _Recorder) -> None:
@@ -76,7 +82,19 @@ def test_a_mapping_made_by_a_child_while_its_parent_was_suspended_is_the_parents
     recorder.mmap(CHILD, 0x400000, "/usr/lib/libopenblas.so", time=30)
     recorder.fork(CHILD, PARENT, time=40, kind=_EXIT)
     recorder.sample(PARENT, 0x400100, time=50)
-    assert _where(recorder, tmp_path) == ["/usr/lib/libopenblas.so"]
+    assert _where(recorder, tmp_path) == ["/build/lib.so | /usr/lib/libopenblas.so"]
+
+
+def test_a_forked_childs_mapping_never_replaces_its_waiting_parents_own(tmp_path: Path) -> None:
+    # Red-team round 21: a forked child (its own memory) whose parent waited for it mapped a pad over the
+    # address of the parent's OpenBLAS; read in its place, the parent's samples in OpenBLAS named the pad.
+    recorder = _Recorder()
+    recorder.mmap(PARENT, 0x400000, "/usr/lib/libopenblas.so", time=10)
+    recorder.fork(CHILD, PARENT, time=20)
+    recorder.mmap(CHILD, 0x400000, "/build/lib.so", time=30)
+    recorder.fork(CHILD, PARENT, time=40, kind=_EXIT)
+    recorder.sample(PARENT, 0x400100, time=50)
+    assert _where(recorder, tmp_path) == ["/usr/lib/libopenblas.so | /build/lib.so"]
 
 
 def test_the_child_of_a_suspended_parent_that_forks_again_maps_for_both(tmp_path: Path) -> None:
@@ -87,7 +105,7 @@ def test_the_child_of_a_suspended_parent_that_forks_again_maps_for_both(tmp_path
     recorder.fork(CHILD + 1, CHILD, time=35, kind=_EXIT)
     recorder.fork(CHILD, PARENT, time=40, kind=_EXIT)
     recorder.sample(PARENT, 0x400100, time=50)
-    assert _where(recorder, tmp_path) == ["/usr/lib/libopenblas.so"]
+    assert _where(recorder, tmp_path) == ["/build/lib.so | /usr/lib/libopenblas.so"]
 
 
 def test_a_child_whose_parent_ran_meanwhile_maps_only_for_itself(tmp_path: Path) -> None:
@@ -110,7 +128,7 @@ def test_another_thread_of_the_parent_running_does_not_make_a_child_apart(tmp_pa
     recorder.mmap(CHILD, 0x400000, "/usr/lib/libopenblas.so", time=30)
     recorder.fork(CHILD, PARENT, time=40, kind=_EXIT)
     recorder.sample(PARENT, 0x400100, time=50)
-    assert _where(recorder, tmp_path) == ["/build/lib.so", "/usr/lib/libopenblas.so"]
+    assert _where(recorder, tmp_path) == ["/build/lib.so", "/build/lib.so | /usr/lib/libopenblas.so"]
 
 
 def test_mappings_a_child_makes_after_its_exec_are_its_own(tmp_path: Path) -> None:
@@ -141,7 +159,7 @@ def test_a_thread_a_vfork_child_leaves_behind_still_maps_into_the_parent(tmp_pat
     recorder.sample(PARENT, 0x400100, time=35)
     recorder.mmap(CHILD, 0x400000, "/usr/lib/libopenblas.so", time=40)
     recorder.sample(PARENT, 0x400100, time=50)
-    assert _where(recorder, tmp_path) == ["/build/lib.so", "/usr/lib/libopenblas.so"]
+    assert _where(recorder, tmp_path) == ["/build/lib.so", "/build/lib.so | /usr/lib/libopenblas.so"]
 
 
 def test_what_a_parent_maps_while_its_vfork_child_runs_is_the_childs_too(tmp_path: Path) -> None:
@@ -150,4 +168,16 @@ def test_what_a_parent_maps_while_its_vfork_child_runs_is_the_childs_too(tmp_pat
     recorder.mmap(PARENT, 0x400000, "/usr/lib/libopenblas.so", time=30)  # by another thread of the parent
     recorder.sample(CHILD, 0x400100, time=35)
     recorder.fork(CHILD, PARENT, time=40, kind=_EXIT)
-    assert _where(recorder, tmp_path) == ["/usr/lib/libopenblas.so"]
+    assert _where(recorder, tmp_path) == ["/build/lib.so | /usr/lib/libopenblas.so"]
+
+
+def test_records_the_kernel_dropped_are_counted(tmp_path: Path) -> None:
+    # Red-team round 21 flooded perf's buffers with mappings of its own before mapping a library's code:
+    # a mapping lost that way leaves the samples read against the one before it.
+    recorder = _Recorder()
+    _parent_with_a_child(recorder)
+    recorder.lost(120, time=30)
+    recorder.lost(5, time=31)
+    recorder.sample(PARENT, 0x400100, time=50)
+    data = PerfData(recorder.write(tmp_path / "perf.data"))
+    assert data.lost == 125 and [hit.path for hit in data.hits()] == ["/build/lib.so"]

@@ -99,6 +99,8 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_toggled_shared", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     # library code mapped by a vfork child over the runner's own code (round 20)
     ("library", "matmul_bf16", "rt_library_vfork_mapping", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
+    # the library's code masked by the mappings a forked child made in its own memory (round 21)
+    ("library", "matmul_bf16", "rt_library_fork_mask", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # code rewritten in memory, so that no file shows it: the runner may not make written memory executable
     ("library", "matmul_bf16", "rt_library_code_rewritten_in_memory", "full", {Status.runtime_error}, None),
     ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),

@@ -52,6 +52,7 @@ class Sampled:
     forbidden: Counter[tuple[str, str]] = field(default_factory=Counter)
     hidden: int = 0  # samples in code with no file behind it (memfd, deleted, anonymous)
     hidden_in: Counter[str] = field(default_factory=Counter)  # where those samples were mapped from
+    lost: int = 0  # records the kernel dropped from perf's full buffers (perfdata's `lost`)
     error: str | None = None
 
     def hides_code(self) -> bool:
@@ -379,9 +380,15 @@ class LibraryWatch:
 
     def _tally(self, samples: PerfData, patterns: list[re.Pattern[str]], glimpses: Glimpses) -> Sampled:
         files = _Files(self.pid)
-        hits = [hit for hit in samples.hits() if hit.time >= self.counted_from]
+        counted = [hit for hit in samples.hits() if hit.time >= self.counted_from]
+        # A sample that reads differently with the mappings of a process that may have shared its memory
+        # (perfdata's `Hit.also`) is judged both ways: either reading can make it forbidden or hidden.
+        # It counts once among the samples.
+        hits = counted + [hit.also for hit in counted if hit.also is not None]
         symbols = [self._symbol(files, hit) for hit in hits]
         result = self.classify(((hit.path, symbol) for hit, symbol in zip(hits, symbols, strict=True)), patterns)
+        result.samples = len(counted)
+        result.lost = samples.lost
         if patterns:
             self._by_content(files, hits, symbols, patterns, result, glimpses)
         return result

@@ -10,10 +10,13 @@ afterwards, per file, by `sandbox/judge/elfsyms.py`.
 perf files a mapping under the process that made it, but a child made by vfork shares its parent's
 memory until it execs: what it maps, its parent runs (red-team round 20: a vfork child mapped
 OpenBLAS over the pad of a judge-built library and exited; the runner's samples there read as the
-pad). The records do not say how a child was made; the thread that vforked, though, runs nothing
-until the child execs or exits, so a child while its forking thread was never sampled is taken to
-share its parent's memory, and a mapping made in shared memory is filed under every process that
-shares it.
+pad). The records do not say how a child was made. The thread that vforked runs nothing until the
+child execs or exits, so a child whose forking thread was never sampled meanwhile may share its
+parent's memory; but so does a forked child its parent waits for, whose mappings are its own (red-team
+round 21: such a child mapped the pad over OpenBLAS's address, and the runner's samples in OpenBLAS
+read as the pad). A mapping that may have been made in shared memory is therefore filed under every
+process that may share it as an alternative (`Hit.also`), never in place of the process's own: a
+sample is read both ways, and either reading can make it forbidden or hidden.
 
 Format: linux/tools/perf/Documentation/perf.data-file-format.txt and `perf_event.h`.
 """
@@ -23,12 +26,12 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 _MAGIC = b"PERFILE2"
 # Record types (perf_event.h) and the bits of `sample_type` that decide a sample's layout.
-_MMAP, _COMM, _EXIT, _FORK, _SAMPLE, _MMAP2 = 1, 3, 4, 7, 9, 10
+_MMAP, _LOST, _COMM, _EXIT, _FORK, _SAMPLE, _MMAP2 = 1, 2, 3, 4, 7, 9, 10
 _IP, _TID, _TIME, _ID, _CPU, _STREAM_ID, _IDENTIFIER = 1 << 0, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16
 _COMM_EXEC = 1 << 13  # header.misc of a COMM record written by exec(): the old mappings are gone
 _MMAP_BUILD_ID = 1 << 14  # header.misc of an MMAP2 record that carries a build id instead of device and inode
@@ -59,11 +62,13 @@ class Hit:
     inode: int | None = None
     address: int | None = None  # where the code lay in the process
     time: int = 0  # when it was taken (perf's clock: CLOCK_MONOTONIC as the judge starts it), ns
+    also: Hit | None = None  # the same sample read with the mappings of processes that may share its memory
 
 
 @dataclass
 class _Process:
     maps: list[Mapping] = field(default_factory=list)
+    shared: list[Mapping] = field(default_factory=list)  # made by a process that may share this one's memory
 
 
 _NEVER = 1 << 64
@@ -150,12 +155,17 @@ class PerfData:
         self.processes: dict[int, _Process] = {}
         self.samples: list[tuple[int, int, int]] = []  # (pid, ip, time)
         self._seen: dict[int, list[int]] = {}  # thread -> the times it was sampled, in order
+        # Records the kernel dropped because perf's buffers were full: mappings among them, perhaps (red-team
+        # round 21 flooded the buffers with mappings of its own before mapping a library's code).
+        self.lost = 0
         # Records come per CPU buffer, not in time order: a child's exec can be read after its new
         # mappings. Process changes are applied in time order, as perf itself sorts them.
         changes: list[tuple[int, int, int, int, int, int]] = []
         for kind, misc, body, end in _records(data):
             if kind == _SAMPLE:
                 self._sample(data, body)
+            elif kind == _LOST:
+                self.lost += struct.unpack_from("<Q", data, body + 8)[0]
             elif kind in (_MMAP, _MMAP2, _FORK, _COMM, _EXIT):
                 changes.append((self._time_of(data, end), len(changes), kind, misc, body, end))
         changes.sort()
@@ -221,8 +231,10 @@ class PerfData:
                 inode = struct.unpack_from("<Q", data, body + 40)[0]
         time = self._time_of(data, end)
         mapping = Mapping(addr, addr + length, pgoff, _cstring(data, name_at, end), time, inode)
+        self.processes.setdefault(pid, _Process()).maps.append(mapping)
         for sharer in self._sharing(pid, time):
-            self.processes.setdefault(sharer, _Process()).maps.append(mapping)
+            if sharer != pid:
+                self.processes.setdefault(sharer, _Process()).shared.append(mapping)
 
     def _space(self, pid: int, time: int) -> int:
         """The eldest process whose memory `pid` shares at `time` (itself, unless it is a vfork child)."""
@@ -241,14 +253,22 @@ class PerfData:
         return [pid, *members, *([space] if space != pid and space not in members else [])]
 
     def hits(self) -> Iterator[Hit]:
-        """Each sample's file and offset, resolved against the mappings its process had at that moment."""
-        index = {pid: _MapIndex(p.maps) for pid, p in self.processes.items()}
+        """Each sample's file and offset, resolved against the mappings its process had at that moment,
+        and (`Hit.also`) against those and the mappings of processes that may have shared its memory,
+        where that reads differently."""
+        own = {pid: _MapIndex(p.maps) for pid, p in self.processes.items()}
+        shared = {pid: _MapIndex(p.maps + p.shared) for pid, p in self.processes.items() if p.shared}
         for pid, ip, time in self.samples:
-            found = index[pid].find(ip, time) if pid in index else None
-            if found is None:
-                yield Hit(pid, "[unknown]", ip, time=time)
-            else:
-                yield Hit(pid, found.path, ip - found.start + found.pgoff, found.inode, ip, time)
+            found = own[pid].find(ip, time) if pid in own else None
+            hit = _hit(pid, ip, time, found)
+            other = shared[pid].find(ip, time) if pid in shared else None
+            yield hit if other is None or other == found else replace(hit, also=_hit(pid, ip, time, other))
+
+
+def _hit(pid: int, ip: int, time: int, found: Mapping | None) -> Hit:
+    if found is None:
+        return Hit(pid, "[unknown]", ip, time=time)
+    return Hit(pid, found.path, ip - found.start + found.pgoff, found.inode, ip, time)
 
 
 class _MapIndex:
