@@ -172,6 +172,11 @@ class PerfData:
         for times in self._seen.values():
             times.sort()
         self._lives = self._lives_of(data, changes)
+        # The lives that may share their parent's memory, latest start first, opened as time passes (`_advance`).
+        sharing = [(life.start, order, pid, life) for order, (pid, lives) in enumerate(self._lives.items())
+                   for life in lives if life.shares]
+        self._opening = sorted(sharing, key=lambda entry: (entry[0], entry[1]), reverse=True)
+        self._open: dict[int, _Life] = {}
         for _time, _seq, kind, misc, body, end in changes:
             if kind in (_MMAP, _MMAP2):
                 self._mmap(data, kind, misc, body, end)
@@ -236,21 +241,33 @@ class PerfData:
             if sharer != pid:
                 self.processes.setdefault(sharer, _Process()).shared.append(mapping)
 
-    def _space(self, pid: int, time: int) -> int:
-        """The eldest process whose memory `pid` shares at `time` (itself, unless it is a vfork child)."""
-        for _ in range(len(self._lives) + 1):  # a parent is always older: the walk ends
-            life = next((life for life in self._lives.get(pid, []) if life.holds(time)), None)
-            if life is None or not life.shares:
+    def _space(self, pid: int) -> int:
+        """The eldest process whose memory `pid` may share now (itself, unless it may be a vfork child)."""
+        for _ in range(len(self._open) + 1):  # a parent is always older: the walk ends
+            life = self._open.get(pid)
+            if life is None:
                 return pid
             pid = life.parent
         return pid
 
     def _sharing(self, pid: int, time: int) -> list[int]:
-        """Every process whose memory a mapping made by `pid` at `time` lands in."""
-        space = self._space(pid, time)
-        members = [other for other, lives in self._lives.items()
-                   if other != pid and any(life.holds(time) for life in lives) and self._space(other, time) == space]
+        """Every process whose memory a mapping made by `pid` at `time` may land in. Changes are applied in
+        time order, so the lives that may share a memory at `time` are kept as the time passes (a walk of
+        every life for every mapping took 24 s for 3,000 children and 20,000 mappings)."""
+        self._advance(time)
+        if not self._open:
+            return [pid]
+        space = self._space(pid)
+        members = [other for other in self._open if other != pid and self._space(other) == space]
         return [pid, *members, *([space] if space != pid and space not in members else [])]
+
+    def _advance(self, time: int) -> None:
+        """Open the sharing lives begun by `time`, close those over before it."""
+        while self._opening and self._opening[-1][0] <= time:
+            _start, _order, pid, life = self._opening.pop()
+            self._open[pid] = life
+        for pid in [pid for pid, life in self._open.items() if not life.holds(time)]:
+            del self._open[pid]
 
     def hits(self) -> Iterator[Hit]:
         """Each sample's file and offset, resolved against the mappings its process had at that moment,
