@@ -8,6 +8,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +125,19 @@ def core_pace_ns(core: int, probes: int = 3) -> int:
     CPU time (the fastest of `probes`). CPU time, not wall time: a thread of someone else's that shares
     the core delays the loop but adds nothing to it, while a slower core (a busy sibling on the host, a
     lower clock) makes the same loop cost more of it. This thread's cores are as they were after."""
+    with pinned_for_now({core}):
+        return min(_loop_cpu_ns() for _ in range(probes))
+
+
+@contextmanager
+def pinned_for_now(cores: set[int] | None) -> Iterator[None]:
+    """This thread on `cores` for the block (None: left as it is), its cores as they were after. A
+    process started inside inherits the mask, so this is also how a runner is started on chosen cores."""
     allowed = os.sched_getaffinity(0)
     try:
-        os.sched_setaffinity(0, {core})
-        return min(_loop_cpu_ns() for _ in range(probes))
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
+        yield
     finally:
         os.sched_setaffinity(0, allowed)
 

@@ -11,12 +11,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from sandbox.judge.elfsyms import table_for
-from sandbox.judge.libwatch import LibraryWatch
+from sandbox.judge.libwatch import LibraryWatch, Sampled
 from sandbox.judge.perfdata import PerfData, PerfDataError
 
 # A BLAS-shaped name: library code counts wherever its file lies, /tmp included.
@@ -238,41 +239,8 @@ time.sleep(30)  # alive, as a runner is when the judge reads the samples
 """
 
 
-@pytest.mark.slow
-def test_a_helper_started_the_moment_sampling_starts_is_sampled(tmp_path: Path) -> None:
-    # perf follows what a process starts after perf attached; a red-team kernel started its helper
-    # at import, before the judge's perf had attached. The watch now returns only once perf says its
-    # events are on, so a process started right after start() returns is followed.
-    lib = _build(tmp_path)
-    if shutil.which("perf") is None:
-        pytest.skip("needs perf")
-    proc = subprocess.Popen([sys.executable, "-c", HELPER_AT_START, str(lib)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None and proc.stdout.readline().strip() == "ready"
-        watch = LibraryWatch(tmp_path, own_code=[])
-        watch.start(proc.pid)
-        watch.resume()
-        assert watch.error is None, watch.error
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "done"
-        sampled = watch.stop([re.compile(r"cblas_ks_spin")])
-    finally:
-        proc.kill()
-        proc.wait()
-    assert sampled.error is None, sampled.error
-    hits = sum(sampled.forbidden.values())
-    assert hits > 0.5 * sampled.samples and hits > 50, sampled
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def test_perf_is_stopped_while_the_judge_times_its_own_work_and_samples_after(tmp_path: Path) -> None:
-    # perf 6.1 polls at a full core once a process it follows has exited; the reference, timed in the
-    # judge beside it, read 32 ms instead of 0.2. It is stopped for that time, and its samples still come.
+def _helper_run(tmp_path: Path, while_watched: Callable[[LibraryWatch], None]) -> Sampled:
+    """HELPER_AT_START watched from before its helper starts; `while_watched` runs once the watch is on."""
     lib = _build(tmp_path)
     if shutil.which("perf") is None:
         pytest.skip("needs perf")
@@ -284,19 +252,45 @@ def test_perf_is_stopped_while_the_judge_times_its_own_work_and_samples_after(tm
         watch.start(proc.pid)
         watch.resume()
         assert watch.error is None and watch.proc is not None, watch.error
-        with watch.paused():
-            deadline = time.monotonic() + 5
-            while _state(watch.proc.pid) != "T" and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert _state(watch.proc.pid) == "T"
-        assert _state(watch.proc.pid) != "T"
+        while_watched(watch)
         proc.stdin.write("go\n")
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "done"
-        sampled = watch.stop([re.compile(r"cblas_ks_spin")])
+        return watch.stop([re.compile(r"cblas_ks_spin")])
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.slow
+def test_a_helper_started_the_moment_sampling_starts_is_sampled(tmp_path: Path) -> None:
+    # perf follows what a process starts after perf attached; a red-team kernel started its helper
+    # at import, before the judge's perf had attached. The watch now returns only once perf says its
+    # events are on, so a process started right after start() returns is followed.
+    sampled = _helper_run(tmp_path, lambda watch: None)
+    assert sampled.error is None, sampled.error
+    hits = sum(sampled.forbidden.values())
+    assert hits > 0.5 * sampled.samples and hits > 50, sampled
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _stopped_while_paused(watch: LibraryWatch) -> None:
+    assert watch.proc is not None
+    with watch.paused():
+        deadline = time.monotonic() + 5
+        while _state(watch.proc.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(watch.proc.pid) == "T"
+    assert _state(watch.proc.pid) != "T"
+
+
+def test_perf_is_stopped_while_the_judge_times_its_own_work_and_samples_after(tmp_path: Path) -> None:
+    # perf 6.1 polls at a full core once a process it follows has exited; the reference, timed in the
+    # judge beside it, read 32 ms instead of 0.2. It is stopped for that time, and its samples still come.
+    sampled = _helper_run(tmp_path, _stopped_while_paused)
     assert sampled.error is None and sum(sampled.forbidden.values()) > 50, sampled
 
 

@@ -247,11 +247,12 @@ class Evaluation:
                 if sampled.error is None else f"not sampled: {sampled.error}")
         if sampled.forbidden:
             self.reject("forbidden-op", f"ran library code this problem forbids: {sampled.describe()}: write the kernel")
-        if sampled.lost and (policy.forbidden_ops or policy.forbidden_symbols):
+        forbids = bool(policy.forbidden_ops or policy.forbidden_symbols)
+        if sampled.lost and forbids:
             self.reject("hidden-code", f"perf's buffers overflowed and {sampled.lost} records of the runner were lost "
                         "(which code was mapped where among them): what ran cannot be checked against the library code "
                         "this problem forbids; a kernel that maps or starts very much at once overflows them")
-        if sampled.hides_code() and (policy.forbidden_ops or policy.forbidden_symbols):
+        if sampled.hides_code() and forbids:
             self.reject("hidden-code", f"{sampled.hidden} of {sampled.samples} samples of the runner were in code no one "
                         "can read back (a memfd, a deleted file, anonymous memory, a file changed after it was mapped): what ran cannot be checked against "
                         f"the library code this problem forbids; mapped from {sampled.describe_hidden()}")

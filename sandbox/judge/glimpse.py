@@ -162,10 +162,10 @@ def _change_time(pid: int, path: str, inode: int) -> int | None:
     gone (`mapped_file`); None where neither reaches the inode that was mapped."""
     for where in (f"/proc/{pid}/root{path}", mapped_file(pid, inode)):
         try:
-            st = os.stat(where) if where else None
+            st = os.stat(where or "")
         except OSError:
             continue
-        if st is not None and st.st_ino == inode:
+        if st.st_ino == inode:
             return st.st_ctime_ns
     return None
 

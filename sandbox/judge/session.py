@@ -156,18 +156,12 @@ class RunnerSession:
         # A GPU runner stays on the quicker cores (envinfo.quickest_cores): it inherits the mask of the
         # thread that starts it, which is set for the start alone.
         self.cores = envinfo.quickest_cores() if gpu else None
-        mask = os.sched_getaffinity(0)
-        with open(log_path, "ab") as log_file:
-            try:
-                if self.cores is not None:
-                    os.sched_setaffinity(0, self.cores)
-                self.proc = subprocess.Popen(
-                    command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                    pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
-                )
-            finally:
-                os.sched_setaffinity(0, mask)
+        with open(log_path, "ab") as log_file, envinfo.pinned_for_now(self.cores):
+            self.proc = subprocess.Popen(
+                command, env=env if not self.isolated else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                pass_fds=(runner_end.fileno(),), start_new_session=True, cwd="/tmp",
+            )
         runner_end.close()
         procs.own(self.proc.pid)
         self.arena: Arena | None = None
