@@ -35,6 +35,9 @@ class Policy:
     forbidden_ops: list[str] = field(default_factory=list)  # aten op names, e.g. "mm", "_softmax"
     # Regular expressions over the (mangled) symbols of library code the runner ran, e.g. "gemm".
     forbidden_symbols: list[str] = field(default_factory=list)
+    # Regular expressions over the file names of libraries whose code the runner may not run at all, e.g.
+    # "^libcublas": their pages mapped into the runner after the candidate loaded (sandbox/judge/footprint.py).
+    forbidden_libraries: list[str] = field(default_factory=list)
     allow_threads: bool = False
     allow_streams: bool = True  # side streams are fine if joined before returning
     sol_margin: float = 1.05  # a time under sol/margin is physically impossible

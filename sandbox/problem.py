@@ -341,6 +341,12 @@ def _integrity(block: Any, where: Path) -> dict[str, Any]:
     clash = sorted(set(block.get("forbidden_ops") or []) & HARNESS_OPS)
     if clash:
         raise ProblemError(f"{where}: integrity: forbidden_ops {clash} are operators the sandbox's runner uses itself")
+    for key in ("forbidden_symbols", "forbidden_libraries"):
+        for pattern in block.get(key) or []:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ProblemError(f"{where}: integrity: {key}: {pattern!r} is not a regular expression ({exc})") from exc
     return dict(block)
 
 

@@ -169,8 +169,11 @@ def test_static_scan_is_advice_with_reasons() -> None:
         ("vector_add", "side_stream_escape", "full", {Status.rejected}, "outside the measured region"),
         ("vector_add", "cache_by_pointer_gpu", "full", {Status.rejected, Status.wrong_output}, "expected"),
         ("softmax", "stale_memory", "check", {Status.wrong_output}, "worst element"),
+        # cuBLAS through torch and through CuPy, told by its pages the runner mapped (no perf on these hosts)
+        ("matmul_bf16", "rt_gpu_library_linear", "check", {Status.rejected}, "libcublas"),
+        ("matmul_bf16", "rt_gpu_library_cupy", "check", {Status.rejected}, "libcublas"),
     ],
-    ids=["side_stream_escape", "cache_by_pointer_gpu", "stale_memory"],
+    ids=["side_stream_escape", "cache_by_pointer_gpu", "stale_memory", "library_linear", "library_cupy"],
 )
 def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: set[Status], words: str) -> None:
     verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", mode))

@@ -103,7 +103,7 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_fork_mask", "full", {Status.rejected}, ("forbidden-op", "hidden-code")),
     # code rewritten in memory, so that no file shows it: the runner may not make written memory executable
     ("library", "matmul_bf16", "rt_library_code_rewritten_in_memory", "full", {Status.runtime_error}, None),
-    ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, "hidden-code"),
+    ("library", "matmul_bf16", "rt_library_memfd_openblas", "full", {Status.rejected}, ("hidden-code", "forbidden-op")),
     ("library", "matmul_bf16", "rt_library_wiped_sections", "full", {Status.rejected}, None),
     ("library", "vector_add", "rt_library_sum_stack", "full", {Status.rejected}, "forbidden-op"),
     ("library", "vector_add", "rt_library_addcmul", "full", {Status.rejected}, "forbidden-op"),
@@ -191,6 +191,23 @@ def test_unusual_but_legitimate_kernel_passes(problem: str, name: str) -> None:
     verdict = _evaluate(problem, name)
     assert verdict.status == Status.ok, _detail(verdict)
     assert verdict.integrity.violation is None
+
+
+@pytest.mark.parametrize("name, status", [("rt_library_numpy_matmul", Status.rejected),
+                                          ("rt_library_tmpcopy_openblas", Status.rejected),  # a renamed copy
+                                          ("legit_rt_matmul_native_threads", Status.ok),
+                                          ("problems/matmul_bf16/seeds/cpu.py", Status.ok)])
+def test_a_forbidden_library_is_seen_where_perf_samples_nothing(name: str, status: Status,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # A GPU host here has no perf: the pages of a forbidden library the runner mapped after the candidate
+    # loaded still give the library away (judge/footprint.py), and an honest kernel maps none of them.
+    monkeypatch.setenv("KS_LIBWATCH", "off")
+    verdict = _evaluate("matmul_bf16", name, "check")
+    assert verdict.status == status, _detail(verdict)
+    assert "not sampled" in (verdict.integrity.protections or {}).get("library_use", ""), _detail(verdict)
+    if status == Status.rejected:
+        assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "forbidden-op"
+        assert "mapped into the runner after the candidate loaded" in verdict.message, _detail(verdict)
 
 
 def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:

@@ -45,7 +45,7 @@ class SymbolTable:
         if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
             f.close()
             raise NotElf(f"{path} is not a 64-bit little-endian ELF file")
-        self.segments = _segments(f, head)
+        self.segments = segments(f, head)
         self.starts, self.ends, self.names, self.strtabs = _functions(f, head)
         if not len(self.starts):  # no section headers (wiped, or never written): what the loader reads
             self.starts, self.ends, self.names, self.strtabs = _dynamic_functions(f, head, self.segments)
@@ -138,17 +138,18 @@ def _symbol_count(f: BinaryIO, segments: list[_Segment], tags: dict[int, int]) -
         last += 1
 
 
-def _segments(f: BinaryIO, head: bytes) -> list[_Segment]:
+def segments(f: BinaryIO, head: bytes, kind: int = _PT_LOAD) -> list[_Segment]:
+    """The file's program headers of one kind (the loaded segments unless told): offset, address, size."""
     phoff, = struct.unpack_from("<Q", head, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
     f.seek(phoff)
     raw = f.read(phentsize * phnum)
-    segments = []
+    found = []
     for i in range(phnum):
         p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = struct.unpack_from("<IIQQQQ", raw, i * phentsize)
-        if p_type == _PT_LOAD:
-            segments.append(_Segment(p_offset, p_vaddr, p_filesz))
-    return segments
+        if p_type == kind:
+            found.append(_Segment(p_offset, p_vaddr, p_filesz))
+    return found
 
 
 def _functions(f: BinaryIO, head: bytes) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[tuple[int, int]]]:

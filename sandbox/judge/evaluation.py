@@ -17,6 +17,7 @@ from typing import Any
 from sandbox import native
 from sandbox.judge import bound, isolation, shapes, timed
 from sandbox.judge.checks import CandidateFailure, Judge, problem_dir
+from sandbox.judge.footprint import Footprint
 from sandbox.judge.libwatch import LibraryWatch, identifiers, patterns_for
 from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
 
@@ -223,9 +224,12 @@ class Evaluation:
             base_watch.data.parent.mkdir(exist_ok=True)
             base_watch.start(self.base_judge.session.host_pid)
             self.base_judge.sampler = base_watch
+        footprint = Footprint.of(policy.forbidden_libraries)  # forbidden libraries' pages the runner maps
         try:
             calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
             self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
+            if footprint is not None:  # what the runner's own paths mapped, once they all ran
+                footprint.start(runner.proc.pid)
             if self.base_judge is not None:
                 self._load_base(problem, Path(self.request["paired_with"]))
             self._load(problem, submission)
@@ -236,6 +240,8 @@ class Evaluation:
         watch.resume()
         try:
             self._check(problem)
+            if footprint is not None:
+                footprint.read(runner.proc.pid)
             self._check_base(problem)
             if self.mode == "full":
                 self._time(problem, calibrations, device)
@@ -245,8 +251,14 @@ class Evaluation:
             self.result["integrity"]["protections"]["library_use"] = (
                 f"sampled from outside the runner (perf, {sampled.samples} samples); {runner.glimpses.describe()}"
                 if sampled.error is None else f"not sampled: {sampled.error}")
+            if footprint is not None:
+                footprint.read(runner.proc.pid)
+                self.result["integrity"]["protections"]["library_use"] += \
+                    "; the forbidden libraries' code pages read from the runner's page tables"
         if sampled.forbidden:
             self.reject("forbidden-op", f"ran library code this problem forbids: {sampled.describe()}: write the kernel")
+        if footprint is not None and footprint.run():
+            self.reject("forbidden-op", f"ran a library this problem forbids: {footprint.describe()}: write the kernel")
         forbids = bool(policy.forbidden_ops or policy.forbidden_symbols)
         if sampled.lost and forbids:
             self.reject("hidden-code", f"perf's buffers overflowed and {sampled.lost} records of the runner were lost "

@@ -74,7 +74,7 @@ class Glimpses:
         """Look at the executable mappings of writable files in `root` and every process below it: first
         what costs a stat each (change times, shared writable mappings), then their bytes."""
         self.taken += 1
-        mappings = [(pid, m) for pid in [root, *procs.descendants(root)] for m in _mappings(pid)]
+        mappings = [(pid, m) for pid in [root, *procs.descendants(root)] for m in file_mappings(pid)]
         code = [(pid, m) for pid, m in mappings if m.executable and writable(pid, m.path)]
         executable = {m.inode for _pid, m in code}
         for pid, m in code:
@@ -128,7 +128,7 @@ class Glimpses:
 
 
 @dataclass(frozen=True)
-class _Mapping:
+class Mapping:
     start: int
     end: int
     offset: int
@@ -138,7 +138,7 @@ class _Mapping:
     shared_writable: bool
 
 
-def _mappings(pid: int) -> list[_Mapping]:
+def file_mappings(pid: int) -> list[Mapping]:
     """The file mappings of `pid`, from /proc/PID/maps (which writes a newline in a path as `\\012`)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
@@ -152,7 +152,7 @@ def _mappings(pid: int) -> list[_Mapping]:
             continue
         low, high = (int(x, 16) for x in fields[0].split("-"))
         path = fields[5].removesuffix(" (deleted)").replace("\\012", "\n")
-        found.append(_Mapping(low, high, int(fields[2], 16), int(fields[4]), path, "x" in fields[1],
+        found.append(Mapping(low, high, int(fields[2], 16), int(fields[4]), path, "x" in fields[1],
                               fields[1][1] == "w" and fields[1][3] == "s"))
     return found
 
@@ -180,7 +180,7 @@ def mapped_file(pid: int, inode: int | None) -> str | None:
     kernel was refused `hidden-code`). None where `pid` maps no such inode or the entry cannot be read."""
     if not inode:
         return None
-    for m in _mappings(pid):
+    for m in file_mappings(pid):
         if m.inode != inode:
             continue
         where = f"/proc/{pid}/map_files/{m.start:x}-{m.end:x}"

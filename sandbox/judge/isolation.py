@@ -116,8 +116,10 @@ def command(
             env = {**env, "CUDA_VISIBLE_DEVICES": view.visible}
     args += _bound_back(readable)
     folders, modules = (_seen(paths, readable) for paths in _unneeded_packages())
-    args += [arg for folder in folders for arg in _tmpfs(found, folder, _EMPTIED_MIB)]
-    args += [arg for module in modules for arg in ("--ro-bind", "/dev/null", module)]
+    absent = str(Path(__file__).resolve().parent.parent / "runner" / "absent.py")
+    args += [arg for folder in folders for arg in (*_tmpfs(found, folder, _EMPTIED_MIB),
+                                                   "--ro-bind", absent, f"{folder}/__init__.py")]
+    args += [arg for module in modules for arg in ("--ro-bind", absent if module.endswith(".py") else "/dev/null", module)]
     for secret in hidden:
         if secret.exists():
             args += ["--ro-bind", "/dev/null", str(secret)]

@@ -32,6 +32,10 @@ the page executable again). The loader maps libraries executable as they are and
 a JIT that writes code into anonymous memory fails here, as it is refused `hidden-code` anyway on every
 problem that forbids anything.
 
+So does the advice to `madvise` that takes a mapped file's pages out of a process's page tables: the
+judge tells a forbidden library's use by the pages of it the runner has mapped (`judge/footprint.py`),
+and a kernel could otherwise run the library and drop those pages again before the judge reads them.
+
 Sockets other than Unix ones go the same way. The runner has no network, but its namespace has a
 loopback: a red-team kernel parked 1.1 GB in TCP buffers there, memory that no process maps and
 that cgroup v1 charges to no group unless its TCP accounting is on, past the memory limit. A kernel
@@ -73,6 +77,8 @@ class _Abi:
     spaces: tuple[int, int, int] | None = None
     # sched_setaffinity: a GPU runner stays on the cores the judge chose and calibrated it on
     affinity: tuple[int, ...] = ()
+    # madvise (refused with the advice that drops a file's pages from the page tables: `_DROPPING`)
+    advise: tuple[int, ...] = ()
 
 
 # io_uring's setup, enter and register (425-427 on every ABI here): its requests reach the kernel
@@ -87,13 +93,15 @@ _ABIS: dict[str, list[_Abi]] = {
     # ptrace (101; i386 26) and process_vm_writev (311; i386 348) on the CPU: a forked child that attaches to
     # the runner writes its code pages whatever their protection (round 19, PTRACE_POKEDATA).
     "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41,
-                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25), (203,)),
+                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25), (203,), (28,)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163), (241,))],
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163), (241,),
+                    (219,))],
     "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271),
-                     (226, 288), (222,), (220, 435, 216), (122,)),
+                     (226, 288), (222,), (220, 435, 216), (122,), (233,)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163), (241,))],
+                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163), (241,),
+                     (220,))],
 }
 
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K, _AND_K = 0x20, 0x15, 0x45, 0x06, 0x54
@@ -102,6 +110,10 @@ _PROT_WRITE, _PROT_EXEC = 2, 4
 _ARG3_AT = 40
 _CLONE_VM, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x4000, 0x10000
 _MREMAP_FIXED, _MREMAP_DONTUNMAP = 2, 4
+# madvise's advice that takes pages of a mapped file out of the page tables (DONTNEED, REMOVE, PAGEOUT,
+# DONTNEED_LOCKED): a kernel could run a forbidden library and drop the pages the judge reads it by
+# (sandbox/judge/footprint.py). Memory allocators that give memory back this way ignore the refusal.
+_DROPPING = (4, 9, 21, 24)
 _NO_CALL = 0x00050000 | errno.ENOSYS  # clone3: the C library then takes clone, whose flags can be read
 _AF_UNIX = 1
 _ALLOW = 0x7FFF0000
@@ -115,7 +127,8 @@ def program(machine: str | None = None, deferred_work: bool = True, keep_cores: 
 
     Per ABI: compare the architecture (another: the next ABI's block), load the call's number, refuse
     it if it has bits the ABI's numbers never have (x32's), refuse the listed calls (with `deferred_work`, the calls
-    that arm kernel work for later too; with `keep_cores`, a change of the cores a thread may run on);
+    that arm kernel work for later too; with `keep_cores`, a change of the cores a thread may run on) and
+    `madvise` with advice that drops a file's pages (`_DROPPING`);
     `socket` goes on to its first argument, the domain, which must be AF_UNIX. Jumps are written to
     labels and resolved to the forward offsets BPF takes."""
     abis = _ABIS.get(machine or platform.machine(), [])
@@ -136,9 +149,12 @@ def program(machine: str | None = None, deferred_work: bool = True, keep_cores: 
             if abi.spaces is not None:
                 clone, clone3, mremap = abi.spaces
                 code += [(_JEQ_K, f"clone{i}", 0, clone), (_JEQ_K, "nocall", 0, clone3), (_JEQ_K, f"mremap{i}", 0, mremap)]
+        code += [(_JEQ_K, f"advise{i}", 0, n) for n in abi.advise]
         code += [(_JEQ_K, f"socket{i}", 0, abi.socket), (_RET_K, 0, 0, _ALLOW)]
         labels[f"socket{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
+        labels[f"advise{i}"] = len(code)
+        code += [(_LD_W_ABS, 0, 0, _ARG2_AT), *[(_JEQ_K, "deny", 0, a) for a in _DROPPING], (_RET_K, 0, 0, _ALLOW)]
         if deferred_work:
             labels[f"protect{i}"] = len(code)
             code += [(_LD_W_ABS, 0, 0, _ARG2_AT), (_JSET_K, "deny", "allow", _PROT_EXEC)]
@@ -186,4 +202,5 @@ def install(deferred_work: bool = True, keep_cores: bool = False) -> str:
     timers = (", timers, signalfds, asynchronous I/O, memory made executable after it was written, tracing, "
               "shared address spaces but threads'") if deferred_work else ""
     core = ", a change of cores" if keep_cores else ""
-    return f"key calls, io_uring, perf events{timers}{core} and sockets other than Unix ones refused (seccomp)"
+    return (f"key calls, io_uring, perf events{timers}{core}, advice that drops mapped pages and sockets other than "
+            "Unix ones refused (seccomp)")
