@@ -187,7 +187,8 @@ def test_trick_is_caught_on_gpu(problem: str, name: str, mode: str, statuses: se
 @pytest.mark.parametrize("problem, name", [("vector_add", "legit_cuda_persistent"),
                                            ("vector_add", "legit_cuda_side_stream_joined"),
                                            ("vector_add", "legit_cuda_graph_replay"),
-                                           ("softmax", "legit_rt_persistent_out")])  # one buffer returned by every call
+                                           ("softmax", "legit_rt_persistent_out"),  # one buffer returned by every call
+                                           ("vector_add", "legit_gpu_cupy_rawkernel")])  # CuPy, NVRTC in the runner
 def test_clever_but_legitimate_gpu_kernels_pass(problem: str, name: str) -> None:
     verdict = evaluate(problem, ADV / f"{name}.py", _options("cuda", "full"))
     assert verdict.status == Status.ok, (verdict.message, verdict.errors)

@@ -210,6 +210,17 @@ def test_a_forbidden_library_is_seen_where_perf_samples_nothing(name: str, statu
         assert "mapped into the runner after the candidate loaded" in verdict.message, _detail(verdict)
 
 
+def test_an_output_written_into_its_place_in_the_arena_gains_nothing() -> None:
+    # Red-team round 23: writing the output where the runner would copy it skipped the copy every other
+    # kernel's figure holds; paired beside its twin (a buffer of its own) it was "faster" 5 of 7 times.
+    verdict = evaluate("softmax", ADV / "rt_channel_output_in_region.py",
+                       EvalOptions(target="cpu", timing=FAST, paired_with=str(ADV / "rt_channel_output_in_region_twin.py")))
+    assert verdict.status == Status.ok, _detail(verdict)
+    said = [(b.shape, b.paired.difference if b.paired else None, b.paired.ratio if b.paired else None)
+            for b in verdict.benchmarks]
+    assert all(difference != "faster" for _, difference, _ in said), said
+
+
 def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:
     # The kernel computes a whole batch in its last call; the figure is the batch's mean per call.
     deferred = _evaluate("vector_add", "rt_channel_batch_defer")

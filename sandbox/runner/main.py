@@ -72,6 +72,7 @@ class Runner:
         self.copy_outputs = False
         self.overwritten: set[Any] = set()
         self.prepared: dict[Any, Any] = {}  # a GPU batch's inputs, built before its first call (`_prepare`)
+        self._placing: Any = None  # where an output already in its region is copied to (`_output_placer`)
 
     # -- the judge's requests -----------------------------------------------------------
 
@@ -305,7 +306,7 @@ class Runner:
                 # sees it, and a kernel that writes straight into the arena skips it, so a figure that
                 # left it out would let such a kernel hide that much work (calibration's no-op places
                 # its output the same way, inside its own figure).
-                placer = self._output_placer(request["out"])
+                placer = self._output_placer(request["out"], data)
                 us, tree = self._timed(lambda d: encode(fn(d), placer), data)
                 return {"op": "done", "i": index, "us": us, "out": tree}
             called = time.perf_counter_ns()
@@ -322,7 +323,7 @@ class Runner:
                 steps = [called - entered, returned - called, time.perf_counter_ns() - returned]
                 return {"op": "done", "i": index, "us": us, "digest": committed,
                         "structure": encode(out, _describe), "copied": copied, "steps_us": [t / 1e3 for t in steps]}
-            tree = encode(out, self._output_placer(request["out"]))
+            tree = encode(out, self._output_placer(request["out"], data))
         except ArenaError as exc:
             return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}
         except BaseException as exc:  # noqa: BLE001 - anything a candidate raises is its failure
@@ -360,8 +361,20 @@ class Runner:
 
         return timed_on_device(fn, data, self._flush)
 
-    def _output_placer(self, region: dict[str, Any]) -> Any:
-        """Each output tensor's spec: where it already lies in the arena, else a copy in the region."""
+    def _output_placer(self, region: dict[str, Any], given: Any = None) -> Any:
+        """Each output tensor's spec: where it already lies in the arena, else a copy in the region.
+
+        An output that already lies in the call's output region was written there by the kernel (found
+        from its inputs' place in the arena), or anywhere else in the arena: it is copied all the same, to
+        memory of the runner's own, so that its figure holds the copy every other kernel's output, and
+        the reference's, is placed with (red-team round 23: a softmax writing its rows straight into its
+        region was paired 1.18-1.48 times faster than the same code writing into a buffer of its own).
+        Only an output inside one of the call's own inputs (`given`: a preallocated output, written in
+        place) is copied by no one."""
+        from sandbox.shared.arena import tensors
+
+        inputs = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for _, t in tensors(given)] \
+            if given is not None else []
         import torch
 
         assert self.arena is not None
@@ -374,6 +387,9 @@ class Runner:
                 tensor = torch.Tensor(tensor)  # subclasses cross as their plain data, nothing more
             spec = arena.spec_of(tensor)
             if spec is not None:
+                start = tensor.data_ptr()
+                if not any(low <= start < high for low, high in inputs):
+                    self._copy_as_placed(tensor)
                 return spec
             span = tensor.numel() * tensor.element_size()
             start = cursor["at"]
@@ -386,6 +402,17 @@ class Runner:
             return spec
 
         return place
+
+
+    def _copy_as_placed(self, tensor: Any) -> None:
+        """The bytes of `tensor` copied once, as placing an output copies them, into memory kept for it."""
+        import torch
+
+        raw = tensor.detach().reshape(-1).view(torch.uint8) if tensor.is_contiguous() else \
+            tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        if self._placing is None or self._placing.numel() < raw.numel() or self._placing.device != raw.device:
+            self._placing = torch.empty(raw.numel(), dtype=torch.uint8, device=raw.device)
+        self._placing[:raw.numel()].copy_(raw)
 
 
 def _poison_freed(size: int, device: str, blocks: int = 4) -> None:
