@@ -14,13 +14,14 @@ segment mapped in a process; one bf16 product through torch mapped 4.6 MB more o
 5.4 MB more, while elementwise operations, a softmax, a reduction, device events and a Triton kernel
 mapped none. Only pages of the sections that hold code (host code, and the device code of `.nv_fatbin`)
 count: the sections the dynamic loader reads to bind a later library's symbols (`.dynsym`,
-`.gnu.hash`, ...) are touched without running any of the library. A library is known by its build ID
-(or, where patchelf left it none, by its sections' names and sizes) as well as by its name, so a
-renamed copy of a forbidden library is still that library.
+`.gnu.hash`, ...) are touched without running any of the library. A copy of a forbidden library under
+another name, known by its build ID or by its sections' names and sizes, counts as soon as any page of it
+is mapped: no honest kernel loads one, and its file is the candidate's to rewrite.
 
 What this cannot see is in docs/INTEGRITY.md (What remains): pages dropped from the page tables after
-use (the runner's seccomp filter refuses the `madvise` advice that drops them; unmapping and mapping
-the library again is not refused), and a process that exited before the judge's last reading.
+use (the runner's seccomp filter allows only `madvise` advice that keeps them, and no `process_madvise`;
+mapping the library again over itself is not refused), and a process that exited before the judge's last
+reading.
 """
 
 from __future__ import annotations
@@ -55,17 +56,18 @@ _DEVICE_CODE = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment")
 class _Layout:
     """What the judge knows of a library's file: what it is whatever its name, and which of its pages hold code."""
 
-    identity: bytes | None  # its build ID, else a digest of its sections' names, kinds and sizes; None: neither
+    identities: frozenset[bytes]  # its build ID and a digest of its sections' names, kinds and sizes, where it has them
     code_pages: torch.Tensor | None  # bool per page of the file; None: the sections are unreadable, all count
 
 
 @dataclass
 class Footprint:
-    """Pages of forbidden libraries mapped in the runner's processes, by library (its build ID, else its path)."""
+    """Pages of forbidden libraries mapped in the runner's processes, by library file."""
 
     patterns: list[re.Pattern[str]]
     names: dict[str, str] = field(default_factory=dict)  # library key -> the file name it was first seen under
     forbidden_ids: set[bytes] = field(default_factory=set)  # identities of the libraries matched by name
+    copies: set[str] = field(default_factory=set)  # keys of copies of those under other names (`_library`)
     baseline: dict[str, torch.Tensor] | None = None
     grown: dict[str, int] = field(default_factory=dict)  # library key -> pages newly mapped, the most seen
 
@@ -88,8 +90,11 @@ class Footprint:
             self.grown[key] = max(self.grown.get(key, 0), int(new.sum()))
 
     def run(self) -> dict[str, int]:
-        """The forbidden libraries whose code the candidate's calls ran: file name -> pages newly mapped."""
-        return {self.names[k]: n for k, n in self.grown.items() if n >= GROWN_PAGES}
+        """The forbidden libraries whose code the candidate's calls ran: file name -> pages newly mapped. A copy
+        counts once any page of it is mapped: no honest kernel loads one, and a copy's own file is the
+        candidate's to rewrite (red-team round 24 cleared its sections' executable flags, or punched the
+        pages it ran out of the file and wrote them back)."""
+        return {self.names[k]: n for k, n in self.grown.items() if n >= (1 if k in self.copies else GROWN_PAGES)}
 
     def describe(self) -> str:
         libraries = ", ".join(f"{name} ({n * PAGE // 1024} KB)" for name, n in sorted(self.run().items()))
@@ -105,7 +110,8 @@ class Footprint:
                 key = self._library(pid, mapping)
                 if key is None:
                     continue
-                pages = _present(pid, mapping, self._layout_of(pid, mapping))
+                layout = self._layout_of(pid, mapping) if key not in self.copies else None  # a copy: every page
+                pages = _present(pid, mapping, layout)
                 if pages is None:
                     continue
                 held = found.get(key)
@@ -119,16 +125,19 @@ class Footprint:
         return found
 
     def _library(self, pid: int, mapping: Mapping) -> str | None:
-        """The library a mapping is of, if forbidden: by its file's name, or as a copy of one so named."""
+        """The library a mapping is of, if forbidden: by its file's name (keyed by the file), or as a copy of
+        one so named, known by its build ID or its sections (keyed apart: `copies`)."""
         name = os.path.basename(mapping.path)
         layout = self._layout_of(pid, mapping)
-        identity = layout.identity if layout is not None else None
+        identities = layout.identities if layout is not None else frozenset()
         if any(p.search(name) for p in self.patterns):
-            if identity is not None:
-                self.forbidden_ids.add(identity)
-        elif identity is None or identity not in self.forbidden_ids:
+            self.forbidden_ids |= identities
+            key = f"{mapping.inode}:{mapping.path}"
+        elif identities & self.forbidden_ids:
+            key = f"copy {mapping.inode}:{mapping.path}"
+            self.copies.add(key)
+        else:
             return None
-        key = identity.hex() if identity is not None else mapping.path
         self.names.setdefault(key, name)
         return key
 
@@ -173,16 +182,18 @@ def _layout(path: str, dev: int, inode: int, size: int, mtime_ns: int) -> _Layou
         with open(path, "rb") as f:
             head = f.read(64)
             if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-                return _Layout(None, None)
+                return _Layout(frozenset(), None)
             sections = _sections(f, head)
             notes = [(offset, length) for _, kind, _, offset, length in sections if kind == _SHT_NOTE]
-            identity = _build_id(f, notes or [(n.offset, n.filesz) for n in segments(f, head, _PT_NOTE)])
-            if identity is None and sections:  # a library rebuilt by patchelf may carry no note: its layout then
-                identity = hashlib.sha256(repr([(n, k, size) for n, k, _, _, size in sections]).encode()).digest()
-            return _Layout(identity, _code_pages(sections, size))
+            build_id = _build_id(f, notes or [(n.offset, n.filesz) for n in segments(f, head, _PT_NOTE)])
+            # Two names for what the file is, either of which a copy keeps unless it rewrites it: a library
+            # rebuilt by patchelf may carry no build ID (numpy's OpenBLAS), and a byte of one is easily flipped.
+            layout = hashlib.sha256(repr([(n, k, size) for n, k, _, _, size in sections]).encode()).digest()
+            return _Layout(frozenset([*([build_id] if build_id else []), *([layout] if sections else [])]),
+                           _code_pages(sections, size))
     except (OSError, struct.error, ValueError) as exc:
         logger.debug("cannot read %s: %s", path, exc)
-        return _Layout(None, None)
+        return _Layout(frozenset(), None)
 
 
 def _sections(f: BinaryIO, head: bytes) -> list[tuple[str, int, int, int, int]]:

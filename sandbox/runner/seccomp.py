@@ -77,7 +77,7 @@ class _Abi:
     spaces: tuple[int, int, int] | None = None
     # sched_setaffinity: a GPU runner stays on the cores the judge chose and calibrated it on
     affinity: tuple[int, ...] = ()
-    # madvise (refused with the advice that drops a file's pages from the page tables: `_DROPPING`)
+    # madvise (allowed with the advice that keeps a file's pages in the page tables: `_KEEPING`)
     advise: tuple[int, ...] = ()
 
 
@@ -110,10 +110,17 @@ _PROT_WRITE, _PROT_EXEC = 2, 4
 _ARG3_AT = 40
 _CLONE_VM, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x4000, 0x10000
 _MREMAP_FIXED, _MREMAP_DONTUNMAP = 2, 4
-# madvise's advice that takes pages of a mapped file out of the page tables (DONTNEED, REMOVE, PAGEOUT,
-# DONTNEED_LOCKED): a kernel could run a forbidden library and drop the pages the judge reads it by
-# (sandbox/judge/footprint.py). Memory allocators that give memory back this way ignore the refusal.
-_DROPPING = (4, 9, 21, 24)
+# madvise's advice a runner may give: none that takes pages of a mapped file out of the page tables
+# (DONTNEED, REMOVE, PAGEOUT, DONTNEED_LOCKED, and the guard regions of 6.13, whose removal drops them too:
+# red-team round 24), since a kernel could run a forbidden library and drop the pages the judge reads it
+# by (sandbox/judge/footprint.py). An allow-list, so advice a later kernel adds is refused until read.
+# Memory allocators that give memory back with DONTNEED ignore the refusal and keep it.
+# NORMAL, RANDOM, SEQUENTIAL, WILLNEED, FREE (anonymous memory only), DONTFORK, DOFORK, MERGEABLE,
+# UNMERGEABLE, HUGEPAGE, NOHUGEPAGE, DONTDUMP, DODUMP, WIPEONFORK, KEEPONFORK, COLD, POPULATE_READ,
+# POPULATE_WRITE, COLLAPSE.
+_KEEPING = (0, 1, 2, 3, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 23, 25)
+# process_madvise (440 on every ABI here) gives the same advice to a process's memory, its own included.
+_PROCESS_MADVISE = 440
 _NO_CALL = 0x00050000 | errno.ENOSYS  # clone3: the C library then takes clone, whose flags can be read
 _AF_UNIX = 1
 _ALLOW = 0x7FFF0000
@@ -128,7 +135,7 @@ def program(machine: str | None = None, deferred_work: bool = True, keep_cores: 
     Per ABI: compare the architecture (another: the next ABI's block), load the call's number, refuse
     it if it has bits the ABI's numbers never have (x32's), refuse the listed calls (with `deferred_work`, the calls
     that arm kernel work for later too; with `keep_cores`, a change of the cores a thread may run on) and
-    `madvise` with advice that drops a file's pages (`_DROPPING`);
+    `process_madvise`, and `madvise` with advice other than `_KEEPING`'s;
     `socket` goes on to its first argument, the domain, which must be AF_UNIX. Jumps are written to
     labels and resolved to the forward offsets BPF takes."""
     abis = _ABIS.get(machine or platform.machine(), [])
@@ -141,7 +148,8 @@ def program(machine: str | None = None, deferred_work: bool = True, keep_cores: 
         code += [(_LD_W_ABS, 0, 0, _ARCH_AT), (_JEQ_K, 0, f"abi{i + 1}", abi.arch), (_LD_W_ABS, 0, 0, _NR_AT)]
         if abi.mask != 0xFFFFFFFF:
             code.append((_JSET_K, "deny", 0, ~abi.mask & 0xFFFFFFFF))
-        refused = abi.refused + (abi.deferred if deferred_work else ()) + (abi.affinity if keep_cores else ())
+        refused = abi.refused + (_PROCESS_MADVISE,) + (abi.deferred if deferred_work else ()) + \
+            (abi.affinity if keep_cores else ())
         code += [(_JEQ_K, "deny", 0, n) for n in refused]
         if deferred_work:
             code += [(_JEQ_K, f"protect{i}", 0, n) for n in abi.protect]
@@ -154,7 +162,7 @@ def program(machine: str | None = None, deferred_work: bool = True, keep_cores: 
         labels[f"socket{i}"] = len(code)
         code += [(_LD_W_ABS, 0, 0, _ARG0_AT), (_JEQ_K, "allow", "deny", _AF_UNIX)]
         labels[f"advise{i}"] = len(code)
-        code += [(_LD_W_ABS, 0, 0, _ARG2_AT), *[(_JEQ_K, "deny", 0, a) for a in _DROPPING], (_RET_K, 0, 0, _ALLOW)]
+        code += [(_LD_W_ABS, 0, 0, _ARG2_AT), *[(_JEQ_K, "allow", 0, a) for a in _KEEPING], (_RET_K, 0, 0, _DENY)]
         if deferred_work:
             labels[f"protect{i}"] = len(code)
             code += [(_LD_W_ABS, 0, 0, _ARG2_AT), (_JSET_K, "deny", "allow", _PROT_EXEC)]
