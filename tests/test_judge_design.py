@@ -853,18 +853,25 @@ def test_the_runner_sees_only_the_packages_kernels_need() -> None:
     others = [name for name in ("onnxruntime", "scipy", "sklearn", "chromadb") if importlib.util.find_spec(name)]
     if not others:
         pytest.skip("no package beside torch's here to hide")
-    probe = ("import importlib, sys\n"
-             "for name in sys.argv[1:]:\n"
+    # A copy further along the import path is still found, as it would be had the package never been
+    # installed (torch.compile's C++ path imports `packaging`, and setuptools carries a copy of its own).
+    probe = ("import importlib, os, sys\n"
+             "os.makedirs('/tmp/later/' + sys.argv[-1], exist_ok=True)\n"
+             "open('/tmp/later/' + sys.argv[-1] + '/__init__.py', 'w').write('LATER = 1')\n"
+             "sys.path.append('/tmp/later')\n"
+             "for name in sys.argv[1:-1]:\n"
              "    try:\n"
              "        print(name, 'file' if getattr(importlib.import_module(name), '__file__', None) else 'namespace')\n"
              "    except ImportError:\n"
-             "        print(name, 'absent')\n")
-    names = ["torch", "numpy", "yaml", *others]
+             "        print(name, 'absent')\n"
+             "print('later', getattr(importlib.import_module(sys.argv[-1]), 'LATER', None))\n")
+    names = ["torch", "numpy", "yaml", *others[1:], others[0]]
     command = isolation.command([sys.executable, "-I", "-c", probe, *names], env={"PATH": "/usr/bin:/bin"},
                                 readable=[Path(sys.prefix), Path(sys.base_prefix)], hidden=[], gpu=False)
     seen = dict(line.split() for line in subprocess.run(command, capture_output=True, text=True,
                                                         timeout=120).stdout.splitlines())
-    assert seen == {"torch": "file", "numpy": "file", "yaml": "file", **{name: "absent" for name in others}}, seen
+    assert seen == {"torch": "file", "numpy": "file", "yaml": "file", **{name: "absent" for name in others[1:]},
+                    "later": "1"}, seen
 
 
 def test_the_runners_dev_is_read_only_and_its_shm_capped() -> None:
