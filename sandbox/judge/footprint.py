@@ -112,10 +112,10 @@ class Footprint:
             for mapping in file_mappings(pid):
                 if (mapping.inode, mapping.path) in self.settled:
                     continue
-                key = self._library(pid, mapping, first)
-                if key is None:
+                found_as = self._library(pid, mapping, first)
+                if found_as is None:
                     continue
-                layout = self._layout_of(pid, mapping) if key not in self.copies else None  # a copy: every page
+                key, layout = found_as
                 pages = _present(pid, mapping, layout)
                 if pages is None:
                     continue
@@ -129,10 +129,11 @@ class Footprint:
                     held[:pages.numel()] |= pages
         return found
 
-    def _library(self, pid: int, mapping: Mapping, first: bool = False) -> str | None:
-        """The library a mapping is of, if forbidden: by its file's name (keyed by the file), or as a copy of
-        one so named, known by its build ID or its sections (keyed apart: `copies`). On the `first` reading,
-        a file not so named is the environment's (`settled`)."""
+    def _library(self, pid: int, mapping: Mapping, first: bool = False) -> tuple[str, _Layout | None] | None:
+        """The library a mapping is of, if forbidden, and the layout whose code pages count: by its file's name
+        (keyed by the file), or as a copy of one so named, known by its build ID or its sections (keyed apart:
+        `copies`; every page of it counts, so no layout). On the `first` reading, a file not so named is the
+        environment's (`settled`)."""
         name = os.path.basename(mapping.path)
         if any(p.search(name) for p in self.patterns):
             layout = self._layout_of(pid, mapping)
@@ -145,10 +146,10 @@ class Footprint:
             layout = self._layout_of(pid, mapping)
             if layout is None or not layout.identities & self.forbidden_ids:
                 return None
-            key = f"copy {mapping.inode}:{mapping.path}"
+            key, layout = f"copy {mapping.inode}:{mapping.path}", None
             self.copies.add(key)
         self.names.setdefault(key, name)
-        return key
+        return key, layout
 
     @staticmethod
     def _layout_of(pid: int, mapping: Mapping) -> _Layout | None:

@@ -408,8 +408,7 @@ class Runner:
         """The bytes of `tensor` copied once, as placing an output copies them, into memory kept for it."""
         import torch
 
-        raw = tensor.detach().reshape(-1).view(torch.uint8) if tensor.is_contiguous() else \
-            tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
         if self._placing is None or self._placing.numel() < raw.numel() or self._placing.device != raw.device:
             self._placing = torch.empty(raw.numel(), dtype=torch.uint8, device=raw.device)
         self._placing[:raw.numel()].copy_(raw)
