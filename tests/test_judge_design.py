@@ -481,6 +481,12 @@ def test_a_runner_path_cheaper_than_its_calibration_is_refused_on_the_cpu() -> N
     with pytest.raises(IntegrityViolation) as caught:
         overhead_floor([4.0] * 3, [-4000.0, -3800.0, -4200.0], [4] * 3, calibration, "cpu")
     assert caught.value.rule == "overhead-shortened" and caught.value.detail is not None
+    # Figures recorded on vector_add's 1M shape (recipe path, batches of 4): the honest seed's batches ran
+    # 1.0 ms a call under the no-op's path, the round-12 cheat's 4.0 ms (its digest swapped for a C++ copy).
+    measured = Calibration(batch=4, overhead_us=26875.0, spread_us=2869.0, samples_us=[26875.0] * 5)
+    assert overhead_floor([1721.0] * 3, [1721.0 - 4000.0] * 3, [4] * 3, measured, "cpu")["runner_path"]
+    with pytest.raises(IntegrityViolation):
+        overhead_floor([4.0] * 3, [4.0 - 4 * 4002.7] * 3, [4] * 3, measured, "cpu")
     # A GPU's calibration has not been measured against honest kernels: no floor there yet.
     overhead_floor([4.0] * 3, [-4000.0] * 3, [4] * 3, calibration, "gpu")
 

@@ -16,6 +16,7 @@ import pytest
 
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.judge import isolation
+from sandbox.judge.evaluation import RECIPE_ON_CPU
 from sandbox.verdict import Status, Verdict
 
 pytestmark = pytest.mark.slow
@@ -326,7 +327,6 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
                                                    ("vector_add", "rt_channel_claim_overwritten", Status.rejected),
                                                    ("vector_add", "rt_nolook_shared_output_late", Status.rejected),
                                                    ("vector_add", "rt_channel_digest_forge", Status.rejected),
-                                                   ("vector_add", "rt_channel_lean_runner", Status.rejected),
                                                    ("softmax", "rt_channel_alias_mapping", Status.rejected),
                                                    ("vector_add", "problems/vector_add/seeds/cpu.py", Status.ok),
                                                    ("softmax", "legit_rt_persistent_out", Status.ok),
@@ -335,16 +335,17 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
 def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str, name: str, status: Status) -> None:
     """The GPU's way of feeding timed calls (the runner blends each call's inputs from two sets it
     holds), run on the CPU: a kernel that marks its inputs during timed calls is still caught, and
-    one that returns the same buffer from every call is judged on what each call returned."""
+    one that returns the same buffer from every call is judged on what each call returned. The
+    verdict says that its figures are not bounded on the CPU."""
     path = ADV / f"{name}.py" if "/" not in name else ROOT / name
     verdict = evaluate(problem, path, EvalOptions(target="cpu", timing=FAST, resident_inputs=True,
                                                   limits=PhaseLimits(build=300, check=120, time=120)))
     assert verdict.status is status, _detail(verdict)
+    assert verdict.integrity.protections.get("timing") == RECIPE_ON_CPU, verdict.integrity.protections
     if status is Status.rejected:
         rule = {"rt_channel_claim_overwritten": "output-changed-after-return",
                 "rt_nolook_shared_output_late": "timed-output-wrong",
                 "rt_channel_digest_forge": "output-changed-after-return",
-                "rt_channel_lean_runner": "overhead-shortened",
                 "rt_channel_alias_mapping": "output-changed-after-return"}.get(name, "input-mutation")
         rules = rule if isinstance(rule, tuple) else (rule,)
         assert verdict.integrity.violation is not None and verdict.integrity.violation.rule in rules, _detail(verdict)

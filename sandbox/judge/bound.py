@@ -176,7 +176,7 @@ def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int],
 
 
 def overhead_floor(reported: list[float], beyond: list[float], sizes: list[int], calibration: Calibration,
-                   kind: str) -> None:
+                   kind: str) -> dict[str, Any]:
     """The runner's own work around its calls (what the judge's clock saw beyond the runner's figures)
     may not fall far below the calibrated no-op's: per call, the median over batches of the round
     trip less the overhead and less the runner's figure must stay above a share of the overhead and
@@ -185,19 +185,19 @@ def overhead_floor(reported: list[float], beyond: list[float], sizes: list[int],
     (`overhead-shortened`). A faster kernel cannot get there: its time is in the runner's figure."""
     share = OVERHEAD_FLOOR_SHARE.get(kind)
     if share is None or not beyond:
-        return
+        return {}
     per_call = statistics.median((b - r) / n for b, r, n in zip(beyond, reported, sizes, strict=True))
     batch = statistics.median(sizes)
     floor = -(share * calibration.overhead_us + 1.5 * calibration.spread_us) / batch
+    seen = {"per_call_beyond_us": round(per_call, 1), "floor_us": round(floor, 1)}
     if per_call >= floor:
-        return
+        return {"runner_path": seen}
     raise IntegrityViolation(
         "overhead-shortened",
         f"the runner's own work around each call took {-per_call:.1f} µs less than the calibrated no-op's "
         f"({calibration.overhead_us / batch:.1f} µs a call; at most {-floor:.1f} µs less is noise): the runner's "
         "path was changed for the candidate's calls, so the judge's clock cannot bound their figures",
-        {"per_call_beyond_us": round(per_call, 1), "floor_us": round(floor, 1),
-         "overhead_per_call_us": round(calibration.overhead_us / batch, 1)},
+        seen | {"overhead_per_call_us": round(calibration.overhead_us / batch, 1)},
     )
 
 

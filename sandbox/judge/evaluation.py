@@ -22,6 +22,13 @@ from sandbox.judge.libwatch import LibraryWatch, identifiers, patterns_for
 from sandbox.judge.session import TASK_LIMIT, RunnerBroke, RunnerGone, RunnerLate, RunnerSession
 
 _DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
+# Said in the verdict where the runner builds the inputs on the CPU (the GPU's protocol, run so that tests
+# without a GPU exercise it). Its blend and digest, several times a small kernel's time per call, are work
+# the candidate's process does and the judge's clock must subtract: a runner that under-reported 400x was
+# accepted in 2 of 3 evaluations there, one that shaved the digest in 1 of 4. The CPU's own protocol writes
+# every call's inputs from the judge and keeps the output's placement inside the figure.
+RECIPE_ON_CPU = ("not bounded: inputs built by the runner on the CPU (the GPU's protocol, for tests); the judge's clock "
+                 "cannot tell the runner's figures from its own work there")
 
 
 class Stop(Exception):
@@ -199,6 +206,8 @@ class Evaluation:
                            resident_inputs=self.request.get("resident_inputs"))
         self.judge.deadline = time.monotonic() + float(self.limits["build"])
         self.judge._ensure(1 << 20)
+        if device == "cpu" and self.judge.resident_inputs:
+            self.result["integrity"]["protections"]["timing"] = RECIPE_ON_CPU
         if self.mode == "full" and self.request.get("paired_with"):
             self.base_judge = Judge(problem=problem, device=device, policy=policy, threads=threads,
                                     session=self.start_runner(problem_dir(problem), device != "cpu"),

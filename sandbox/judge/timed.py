@@ -313,9 +313,11 @@ class Track:
 
     def _bound(self) -> dict[str, Any]:
         cpu = self.cpu_judged if self.kind == "cpu" and len(self.cpu_judged) == len(self.beyond) else None
-        overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
-        return bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
-                              cpu_judged=cpu, cores=cores())
+        path = overhead_floor(self.reported, self.beyond, self.sizes, self.calibration, self.kind)
+        bound = bound_by_judge(self.reported, self.judged, self.sizes, self.calibration, self.kind, self.copy_us(),
+                               cpu_judged=cpu, cores=cores())
+        bound["judge"] |= path
+        return bound
 
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note),

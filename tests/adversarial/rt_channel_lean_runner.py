@@ -1,9 +1,11 @@
 # Cheat (vector_add, recipe path; red-team round 12): an honest sum, but the runner's own work per call
 # (the digest of the output) is replaced, for the candidate's calls only (never the no-op's), by an exact,
 # fused OpenMP C++ copy of the judge's tree, and each call reports 1 us. The judge's floor is the round trip
-# less the no-op's calibrated overhead, so what the copy saves came off the figure: `ok` at 1 us, 2 of 2,
-# before the floor under the runner's own work (`overhead-shortened`). The copy follows the digest's form
-# of the seventh session: if the digest changes, this is refused as output-changed-after-return instead.
+# less the no-op's calibrated overhead, so what the copy saves came off the figure. The floor under the
+# runner's own work (`overhead-shortened`) catches it about 3 runs in 4 on a quiet host, which is why no
+# test evaluates it end to end: the recipe path on the CPU exists only so that tests exercise the GPU's
+# protocol, and its verdicts say that their figures are not bounded (sandbox/judge/evaluation.py,
+# RECIPE_ON_CPU). Kept as the reproducer for the GPU's remedy (docs/INTEGRITY.md, "A leaner runner").
 import hashlib, os, sys
 import torch
 from task import input_t, output_t
