@@ -24,8 +24,12 @@ sys.path.insert(0, str(ROOT))
 
 
 def _seconds(command: list[str]) -> float:
+    """Wall time of one command; NaN where its program is not installed here."""
     started = time.perf_counter()
-    subprocess.run(command, capture_output=True, check=False)
+    try:
+        subprocess.run(command, capture_output=True, check=False)
+    except FileNotFoundError:
+        return float("nan")
     return time.perf_counter() - started
 
 

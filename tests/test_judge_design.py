@@ -347,6 +347,23 @@ def test_adversarial_cases_are_validated(tmp_path: Path) -> None:
         load_gpumode(_problem(tmp_path, "  adversarial:\n    - {name: x, squash: 3}\n"))
     ok = load_gpumode(_problem(tmp_path, "  adversarial:\n    - {name: wide, scale: 50}\n"))
     assert ok.adversarial == [{"name": "wide", "scale": 50}]
+    with pytest.raises(ProblemError, match="same length"):
+        load_gpumode(_problem(tmp_path, "  adversarial:\n    - {name: x, scale: [2, 3], inputs: [0]}\n"))
+
+
+def test_value_cases_reach_eight_bit_floats_only_where_named() -> None:
+    # fp8 data drawn from randn never leaves +-5 of e4m3fn's +-448: a case that names it scales it (in
+    # float32, saturated), each named input by its own value; one that does not name it leaves it be.
+    from sandbox.judge.checks import apply_values
+
+    data = (torch.randn(4096).to(torch.float8_e4m3fn), torch.ones(4), torch.ones(4))
+    untouched = data[0].view(torch.uint8).clone()
+    apply_values(data, {"name": "constant", "constant": 0.25})
+    assert torch.equal(data[0].view(torch.uint8), untouched) and data[1].eq(0.25).all()
+    apply_values(data, {"name": "range", "scale": [1000.0, 0.5], "inputs": [0, 1]})
+    wide = data[0].float().abs()
+    assert wide.max() == 448.0 and (wide >= 8).float().mean() > 0.9  # saturated, not overflowed to NaN
+    assert data[1].eq(0.125).all() and data[2].eq(0.25).all()
 
 
 def test_every_bundled_problem_states_adversarial_values() -> None:

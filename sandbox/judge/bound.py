@@ -62,14 +62,22 @@ def step_medians(calls: list[Any]) -> list[float] | None:
     return [round(statistics.median(step), 1) for step in zip(*said, strict=True)]
 
 
-def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int]) -> dict[str, Any]:
+def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int],
+                 batches: list[Any] | None = None) -> dict[str, Any]:
     """For a verdict: the steps the runner says its timed calls took (`said`, batch after batch of
-    `sizes` calls), overall and by batch, beside the no-op's. Shown, never believed."""
+    `sizes` calls), overall and by batch, beside the no-op's, and what it says of each batch as a whole
+    (`batches`). Shown, never believed: where an honest kernel's round trips went."""
     bounds = [0, *itertools.accumulate(sizes)]
     return {"runner_steps_us": {"steps": ["before the call", "the call, host clock", "after the call"],
                                 "said_by": "the runner: shown, never believed",
                                 "no-op": calibration.steps_us, "kernel": step_medians(said),
-                                "kernel_by_batch": [step_medians(said[a:b]) for a, b in itertools.pairwise(bounds)]}}
+                                "kernel_by_batch": [step_medians(said[a:b]) for a, b in itertools.pairwise(bounds)],
+                                "batch": BATCH_STEPS, "no-op_batches": calibration.batch_us,
+                                "kernel_batches": batches or []}}
+
+
+# What a runner says of each batch (sandbox/runner/main.py's on_batch), in microseconds.
+BATCH_STEPS = ["inputs built before the first call", "the calls", "the longest call", "the whole batch"]
 
 
 @dataclass
@@ -85,6 +93,7 @@ class Calibration:
     cpu_spread_us: float = 0.0
     # The no-op's steps as its runner said it timed them (session.Call.steps_us), medians: shown, never used.
     steps_us: list[float] | None = None
+    batch_us: list[Any] = field(default_factory=list)  # what the no-op's runner said of each batch (BATCH_STEPS)
 
 
 def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:

@@ -369,6 +369,16 @@ def shared_modules(problem: Problem) -> dict[str, str]:
     return {"utils": Path(utils).read_text()}
 
 
+def _apply_in_float32(tensor: Any, case: dict[str, Any]) -> None:
+    """A value case on an eight-bit float tensor, worked in float32 and saturated to the type's range."""
+    import torch
+
+    wide = tensor.float()
+    apply_values(wide, {k: v for k, v in case.items() if k != "inputs"})
+    limit = float(torch.finfo(tensor.dtype).max)
+    tensor.copy_(wide.clamp_(-limit, limit))
+
+
 def output_bytes(output: Any) -> int:
     return sum(align(t.numel() * t.element_size()) for _, t in tensors(output))
 
@@ -378,19 +388,29 @@ def apply_values(data: Any, case: dict[str, Any]) -> None:
 
     scale: multiply (wide spreads within a row); offset: add (large magnitudes);
     constant: fill (constant rows); spike: set the first element of every row;
-    inputs: the positions of the inputs to change (all floating inputs when absent).
+    inputs: the positions of the inputs to change (all floating inputs when absent); where a value is
+    a list, each named input takes its own (the fp8 data scaled up, its scales down).
+    Eight-bit floats change only where `inputs` names them: in float32, rounded back once and held
+    within the type's range. A generator's randn never leaves the small middle of fp8's range, so a
+    kernel that decoded only that middle passed every other check (red-team round 25).
     """
-    chosen = {f"[{i}]" for i in case["inputs"]} if "inputs" in case else None
+    chosen = [f"[{i}]" for i in case["inputs"]] if "inputs" in case else None
     for path, tensor in tensors(data):
-        if not tensor.is_floating_point() or tensor.element_size() == 1:
+        if not tensor.is_floating_point() or (chosen is not None and path not in chosen):
             continue
-        if chosen is not None and path not in chosen:
+        own = case
+        if chosen is not None:  # a list of values gives each named input its own
+            at = chosen.index(path)
+            own = {k: (v[at] if isinstance(v, list) and k != "inputs" else v) for k, v in case.items()}
+        if tensor.element_size() == 1:
+            if chosen is not None:
+                _apply_in_float32(tensor, own)
             continue
-        if "scale" in case:
-            tensor.mul_(float(case["scale"]))
-        if "offset" in case:
-            tensor.add_(float(case["offset"]))
-        if "constant" in case:
-            tensor.fill_(float(case["constant"]))
-        if "spike" in case and tensor.dim() >= 1 and tensor.shape[-1] > 0:
-            tensor[..., 0] = float(case["spike"])
+        if "scale" in own:
+            tensor.mul_(float(own["scale"]))
+        if "offset" in own:
+            tensor.add_(float(own["offset"]))
+        if "constant" in own:
+            tensor.fill_(float(own["constant"]))
+        if "spike" in own and tensor.dim() >= 1 and tensor.shape[-1] > 0:
+            tensor[..., 0] = float(own["spike"])

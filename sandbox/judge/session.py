@@ -182,6 +182,8 @@ class RunnerSession:
         self.answer_cpu: float | None = None  # the sandbox's CPU time at the runner's last answer
         self.arrived_ns = 0  # when the runner's last message arrived (perf_counter_ns)
         self.system_calls = "not known"  # the runner's seccomp filter, as its greeting (before any candidate) said
+        # What the runner says its clock saw of its last batch, in microseconds (`BATCH_STEPS`): shown, never believed.
+        self.batch_said: list[float] | None = None
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -265,6 +267,9 @@ class RunnerSession:
         self._answered_cpu = self.answer_cpu
         self.batch_cpu_us = (self._answered_cpu - now_cpu) * 1e6 \
             if self._answered_cpu is not None and now_cpu is not None else None
+        said = reply.get("batch_us")
+        self.batch_said = [float(x) for x in said] if isinstance(said, list) and len(said) == 4 \
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in said) else None
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")

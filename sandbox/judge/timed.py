@@ -118,6 +118,7 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
     overheads: list[float] = []
     cpu_overheads: list[float] = []
     said: list[Any] = []
+    batches: list[Any] = []
     for attempt in range(CALIBRATION_BATCHES + 1):
         batch = _batch(judge, shape, shape.batch)
         calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes,
@@ -128,6 +129,7 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
             reported = sum(c.reported_us for c in calls)
             overheads.append(max(0.0, rtt - reported))
             said.extend(calls)
+            batches.append(judge.session.batch_said)
             if judge.session.batch_cpu_us is not None:
                 cpu_overheads.append(max(0.0, judge.session.batch_cpu_us - reported))
         # On a GPU, the same motions as between timed batches (a check, the switch back), so that
@@ -135,7 +137,7 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
         if judge.device != "cpu":
             _exercise(judge, shape, batch, calls[0])
     calibration = Calibration(shape.batch, statistics.median(overheads), _spread(overheads), overheads,
-                              steps_us=step_medians(said))
+                              steps_us=step_medians(said), batch_us=batches)
     if len(cpu_overheads) == len(overheads):
         calibration.cpu_overhead_us, calibration.cpu_spread_us = statistics.median(cpu_overheads), _spread(cpu_overheads)
     return calibration
@@ -168,7 +170,8 @@ def tightest(first: Calibration, later: Calibration) -> Calibration:
     bound, so a calibration the candidate could shape can move it one way alone."""
     wall = min((first, later), key=lambda c: c.overhead_us)
     tightened = Calibration(first.batch, wall.overhead_us, min(first.spread_us, later.spread_us), wall.samples_us,
-                            steps_us=later.steps_us or first.steps_us)  # the no-op's steps beside the candidate
+                            steps_us=later.steps_us or first.steps_us,  # the no-op's steps beside the candidate
+                            batch_us=later.batch_us or first.batch_us)
     cpu = [c for c in (first, later) if c.cpu_overhead_us is not None]
     if cpu:
         tightened.cpu_overhead_us = min(c.cpu_overhead_us or 0.0 for c in cpu)
@@ -217,6 +220,7 @@ class Track:
     idle_cpu_start: float = 0.0
     copied: int = 0  # calls whose output the runner copied as it returned (`runner.main`'s `_keep`)
     said: list[Any] = field(default_factory=list)  # the timed calls, for the steps their runner said it took
+    batch_said: list[Any] = field(default_factory=list)  # per timed batch, what its runner said of it (shown only)
     shortest_rtt_us: float | None = None  # the shortest batch so far, on the judge's clock
     glimpsed: bool = False  # whether the runner's code was read in the middle of one of its batches
 
@@ -276,6 +280,7 @@ class Track:
             self.beyond.append(rtt - self.calibration.overhead_us)
             self.sizes.append(len(calls))
             self.said.extend(calls)
+            self.batch_said.append(judge.session.batch_said)
             if cpu_judged is not None:
                 self.cpu_judged.append(cpu_judged)
         self.done += len(calls)
@@ -322,7 +327,7 @@ class Track:
     def result(self) -> dict[str, Any]:
         """The runner's per-call times, bounded by the judge's clock (sandbox/judge/timed.py's module note),
         with the steps the runner says it took beside the no-op's, in the bound and in a refusal."""
-        steps = runner_steps(self.calibration, self.said, self.sizes)
+        steps = runner_steps(self.calibration, self.said, self.sizes, self.batch_said)
         try:
             bound = self._bound()
         except IntegrityViolation as exc:

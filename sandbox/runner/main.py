@@ -214,16 +214,22 @@ class Runner:
         gc.disable()
         items = [dict(item, kernel=request.get("kernel"), out_bytes=request.get("out_bytes"),
                       out_path=request.get("out_path")) for item in request.get("calls") or []]
+        began = time.perf_counter_ns()
         self.prepared = self._prepare(items)
+        prepared = time.perf_counter_ns()
+        durations = []
         for item in items:
+            entered = time.perf_counter_ns()
             answer = self.on_call(item, fds)
+            durations.append(time.perf_counter_ns() - entered)
             results.append(answer)
             if answer.get("op") == "error":
                 break
         for answer in results:
             if answer.get("i") in self.overwritten:
                 answer["overwritten"] = True
-        return {"op": "batch_done", "results": results}
+        said = [prepared - began, sum(durations), max(durations, default=0), time.perf_counter_ns() - began]
+        return {"op": "batch_done", "results": results, "batch_us": [round(t / 1e3, 1) for t in said]}
 
     def _keep(self, out: Any) -> tuple[Any, bool]:
         """The output to keep for the judge, and whether it is a copy: a copy once this kernel was seen
