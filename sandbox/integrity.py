@@ -151,7 +151,7 @@ class _Scanner(ast.NodeVisitor):
             if dotted in (("setattr",),) and node.args:
                 target = self.resolve(node.args[0])
                 attr = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
-                if target and attr and target + (attr,) in _TIMER_TARGETS:
+                if target and isinstance(attr, str) and target + (attr,) in _TIMER_TARGETS:
                     self.add(node, "timer-patch", WARNING, f"setattr replaces {'.'.join(target + (attr,))}")
             if dotted[-1] in ("open", "read_text", "read_bytes", "loadtxt", "load") and node.args:
                 first = node.args[0]

@@ -79,7 +79,7 @@ def eval_size_expression(expr: str | int | float, params: dict[str, Any]) -> flo
     """
     if isinstance(expr, (int, float)):
         return float(expr)
-    funcs = {"ceil": math.ceil, "min": min, "max": max}
+    funcs: dict[str, Callable[..., Any]] = {"ceil": math.ceil, "min": min, "max": max}
 
     def walk(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):

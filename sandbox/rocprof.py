@@ -260,9 +260,9 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
-def _lookup(conn: sqlite3.Connection, tables: Sequence[str], columns: Sequence[str]) -> dict[int, tuple]:
+def _lookup(conn: sqlite3.Connection, tables: Sequence[str], columns: Sequence[str]) -> dict[Any, tuple[Any, ...]]:
     """id -> the first of `columns` each table has (rocpd_string, rocpd_timestamp, ...)."""
-    found: dict[int, tuple] = {}
+    found: dict[Any, tuple[Any, ...]] = {}  # ids, looked up with whatever a row holds (None too)
     for table in tables:
         have = _columns(conn, table)
         wanted = [c for c in columns if c in have]

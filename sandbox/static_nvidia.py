@@ -48,7 +48,7 @@ def find_cuobjdump() -> str | None:
         if beside.is_file():
             return str(beside)
     try:
-        import nvidia  # namespace package of NVIDIA's wheels
+        import nvidia  # type: ignore[import-untyped]  # namespace package of NVIDIA's wheels
 
         for root in getattr(nvidia, "__path__", []):
             for candidate in sorted(Path(root).glob("*/bin/cuobjdump")):

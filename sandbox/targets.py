@@ -114,7 +114,7 @@ class TargetProfile:
 # XCD x 8, 256 MiB Infinity Cache) and LLVM's AMDGPU rules for gfx90a-class
 # targets (4 SIMDs, 8 waves per SIMD, 512 VGPRs per lane in granules of 8,
 # 800 SGPRs per SIMD in granules of 16).
-_CDNA3 = dict(
+_CDNA3: dict[str, Any] = dict(
     vendor="amd",
     arch="gfx942",
     compute_units=304,
@@ -141,7 +141,7 @@ _CDNA3 = dict(
 # Hopper (compute capability 9.0), SXM parts: 132 SMs, 64K registers and 64
 # warps and 32 blocks per SM, 228 KB shared memory per SM of which a block may
 # take 227 KB, 1 KB reserved per block, registers allocated per warp in 256s.
-_HOPPER = dict(
+_HOPPER: dict[str, Any] = dict(
     vendor="nvidia",
     arch="sm_90a",
     compute_units=132,

@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         # oneDNN writes its kernels into memory and makes them executable, which a CPU runner may not
         # (`seccomp`): torch takes its other kernels instead (BLAS, its own), and a kernel that calls
         # such an operator still runs.
-        torch.backends.mkldnn.enabled = False
+        torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a flag torch types as its descriptor
     runner = Runner(sock)
     protocol.send(sock, {"op": "hello", "pid": os.getpid(), "system_calls": filtered})
     try:
