@@ -112,8 +112,9 @@ def test_messages_are_json_objects_and_descriptors_travel_beside_them() -> None:
         (struct.pack("!I", 5) + b"hello", "not JSON"),
         (struct.pack("!I", 2) + b"[]", "not an object"),
         (struct.pack("!I", protocol.MAX_MESSAGE + 1), "limit"),
+        (struct.pack("!I", 200_000) + b"[" * 100_000 + b"]" * 100_000, "not JSON"),  # past the parser's depth
     ],
-    ids=["not-json", "not-object", "too-large"],
+    ids=["not-json", "not-object", "too-large", "too-deep"],
 )
 def test_a_forged_frame_is_a_protocol_error(frame: bytes, words: str) -> None:
     a, b = _pair()
@@ -160,6 +161,14 @@ def test_arena_views_are_shared_and_specs_are_bounded() -> None:
         arena.view({"dtype": "float32", "shape": [4], "stride": [-1], "offset": 64})
     with pytest.raises(ArenaError):
         decode({"pickle": "..."}, arena.view)
+    # Whatever a runner writes is the runner's error, never one torch raises on the judge's side.
+    for forged in ({"dict": [5]}, {"dict": [[1, 2, 3]]},
+                   {"tensor": {"dtype": "float32", "shape": [0, 2**70], "stride": [1, 1], "offset": 0}},
+                   {"tensor": {"dtype": "float32", "shape": [2**40, 2**40], "stride": [0, 0], "offset": 0}},
+                   {"tensor": {"dtype": "float32", "shape": [2**64], "stride": [1], "offset": 0}},
+                   {"tensor": {"dtype": "float32", "shape": [1] * 65, "stride": [1] * 65, "offset": 0}}):
+        with pytest.raises(ArenaError):
+            decode(forged, arena.view)
 
 
 # -- inputs and outputs -----------------------------------------------------------------------------

@@ -52,6 +52,8 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_fake_done_exit", "full", {Status.crash, Status.rejected}, None),
     ("channel", "softmax", "rt_channel_json_line", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_huge_output_spec", "check", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_unreadable_tree", "check", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_nested_json", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound

@@ -226,7 +226,7 @@ class Judge:
         assert self.arena is not None
         arena = self.arena
         try:
-            given = decode(tree, lambda spec: arena.view(spec).to(self.device) if force else arena.view(spec))
+            given = decode(tree, lambda spec: self._within_arena(spec).to(self.device) if force else arena.view(spec))
         except ValueError as exc:
             raise IntegrityViolation("protocol", f"the runner described the inputs impossibly: {exc}") from exc
         if len(tensors(given)) != len(tensors(pristine)):

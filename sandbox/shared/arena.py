@@ -36,6 +36,13 @@ class ArenaError(ValueError):
     """A spec that does not describe a tensor inside the arena."""
 
 
+# Bounds on what a spec may say, checked in Python's integers before torch sees a number: a runner's
+# answer with a dimension of 2**64, or one whose element count overflows, made torch raise errors of its
+# own (TypeError, RuntimeError) that ended the evaluation as the harness's fault (red-team round 27).
+MAX_DIMS = 64
+MAX_EXTENT = 1 << 48
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     name = str(dtype).removeprefix("torch.")
     if name not in _DTYPES:
@@ -107,7 +114,9 @@ class Arena:
             offset = int(spec["offset"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ArenaError(f"malformed tensor spec {str(spec)[:200]}: {exc}") from exc
-        if len(shape) != len(stride) or any(n < 0 for n in shape) or any(s < 0 for s in stride) or offset < 0:
+        if len(shape) != len(stride) or len(shape) > MAX_DIMS or offset < 0 \
+                or any(not 0 <= n < MAX_EXTENT for n in shape) or any(not 0 <= s < MAX_EXTENT for s in stride) \
+                or math.prod(shape) >= MAX_EXTENT:
             raise ArenaError(f"malformed tensor spec {str(spec)[:200]}")
         itemsize = torch.empty(0, dtype=dtype).element_size()
         span = storage_bytes(shape, stride, itemsize)
@@ -235,7 +244,7 @@ def decode(tree: Any, leaf: Callable[[dict[str, Any]], Any], depth: int = 0) -> 
     if kind in ("tuple", "list") and isinstance(body, list):
         items = [decode(x, leaf, depth + 1) for x in body]
         return tuple(items) if kind == "tuple" else items
-    if kind == "dict" and isinstance(body, list):
+    if kind == "dict" and isinstance(body, list) and all(isinstance(p, list) and len(p) == 2 for p in body):
         return {str(k): decode(v, leaf, depth + 1) for k, v in body}
     if kind == "value" and (body is None or isinstance(body, (bool, int, float, str))):
         return body

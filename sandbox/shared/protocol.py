@@ -59,8 +59,8 @@ def receive(sock: socket.socket, fds: list[int] | None = None) -> dict[str, Any]
         raise ProtocolError(f"a message of {size} bytes (limit {MAX_MESSAGE})")
     try:
         message = json.loads(_recv_exact(sock, size))
-    except ValueError as exc:
-        raise ProtocolError(f"a message that is not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # arrays nested past the parser's depth (red-team round 27)
+        raise ProtocolError(f"a message that is not JSON we read: {str(exc)[:200]}") from exc
     if not isinstance(message, dict):
         raise ProtocolError(f"a message that is not an object: {type(message).__name__}")
     return message
