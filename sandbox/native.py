@@ -47,7 +47,16 @@ MAX_LIBRARY_MB = 32
 LOG_KEEP_BYTES = 32 << 10
 # A failure the compiler did not decide (it timed out, was killed, or the disk was full) may not recur:
 # it is not cached, so the same source is built again next time rather than refused for good.
-_TRANSIENT = ("No space left on device", "Cannot allocate memory")
+# Failures that say nothing of the source (the host's disk or memory ran out, the compiler was killed from
+# outside) are never cached: a candidate that filled its memory group before asking for the builds of other
+# sources had the compiler killed there, and each failure was cached for every later evaluation of that
+# source (red-team round 27).
+_TRANSIENT = ("No space left on device", "Cannot allocate memory", "Killed signal terminated program",
+              "internal compiler error: Killed", "virtual memory exhausted", "out of memory")
+# A library's name is its source file's name in the build folder and in diagnostics: an identifier, nothing a
+# path could be made of (red-team round 27 had the judge write its text, as the judge's user, wherever an
+# absolute or `../` name pointed).
+_LIBRARY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 # Every build this process asked for, in order; the worker copies it into the
 # verdict (commands, logs, cache hits, seconds).
@@ -250,7 +259,15 @@ def _compile(command: list[str], work: str) -> tuple[str, int | None]:
     return (bytes(head) + middle + bytes(tail)).decode(errors="replace"), code
 
 
-def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | None = None) -> Path:
+def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | None = None,
+           limited: Callable[[], bool] | None = None) -> Path:
+    """The library built from `source`, from the cache or compiled; `limited` says, after a failed compile,
+    whether a limit outside the compiler (the caller's memory group) stopped it: then nothing is cached."""
+    if not _LIBRARY_NAME.fullmatch(name):
+        log = f"a library's name is an identifier of at most 64 letters, digits and underscores, not {name[:80]!r}"
+        BUILD_RECORDS.append({"name": name[:80], "lang": chain.lang, "key": "", "cached": False, "ok": False,
+                              "seconds": 0.0, "command": [], "log": log})
+        raise BuildError(name[:80], log)
     if shutil.which(chain.compiler) is None:
         raise BuildError(name, f"compiler {chain.compiler!r} not found on PATH")
     host = _cpu_model() if chain.lang == "cpp" else ""
@@ -280,7 +297,8 @@ def _build(name: str, source: str, chain: _Toolchain, wrap: CompileWrapper | Non
                 log, ok, transient = f"compiler timed out after {BUILD_TIMEOUT_S:.0f} s", False, True
             else:
                 ok = code == 0
-                transient = code < 0 or any(t in log for t in _TRANSIENT)
+                stopped = code < 0 or any(t in log for t in _TRANSIENT) or (limited is not None and limited())
+                transient = not ok and stopped
             # Paths of the throw-away folder mean nothing to a reader.
             log = log.replace(str(src), src.name)
             seconds = time.perf_counter() - started
@@ -379,13 +397,14 @@ BUILD_SERVICE: Callable[..., Path] | None = None
 
 
 def library(*, name: str, source: str, lang: str, flags: list[str], openmp: bool,
-            wrap: CompileWrapper | None = None) -> Path:
+            wrap: CompileWrapper | None = None, limited: Callable[[], bool] | None = None) -> Path:
     """The built library for this source: through the build service where one is set; `wrap` runs
-    the compiler inside whatever the caller trusts (the judge: a sandbox of its own)."""
+    the compiler inside whatever the caller trusts (the judge: a sandbox of its own), `limited` says
+    whether a limit of the caller's stopped a failed compile (`_build`)."""
     if BUILD_SERVICE is not None:
         return BUILD_SERVICE(name=name, source=source, lang=lang, flags=list(flags), openmp=openmp)
     if lang == "cuda":
-        return _build(name, source + _CUDA_HELPERS, _toolchain("cuda", flags, openmp=False), wrap)
+        return _build(name, source + _CUDA_HELPERS, _toolchain("cuda", flags, openmp=False), wrap, limited)
     if lang == "cpp":
-        return _build(name, source, _toolchain("cpp", flags, openmp), wrap)
+        return _build(name, source, _toolchain("cpp", flags, openmp), wrap, limited)
     raise BuildError(name, f"unknown language {lang!r}: expected 'cpp' or 'cuda'")

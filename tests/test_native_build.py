@@ -108,6 +108,41 @@ def test_a_failure_the_compiler_did_not_decide_is_built_again(tmp_path: Path, mo
     assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, False]
 
 
+def test_a_library_name_is_an_identifier_never_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The name is the source file's name in the build folder: a path there wrote the candidate's text, as the
+    # judge's user, wherever it pointed (red-team round 27).
+    _fresh_cache(tmp_path, monkeypatch)
+    target = tmp_path / "escaped"
+    for name in (str(target), "../../escaped", "a/b", "", "x" * 65, "tab\tname"):
+        with pytest.raises(native.BuildError, match="identifier"):
+            native.load_cpp(ADD, name=name)
+    assert not list(tmp_path.rglob("escaped*"))
+
+
+@pytest.mark.slow
+def test_a_failure_where_a_limit_stopped_the_compiler_is_not_cached(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compiler killed in the candidate's full memory group ("Killed signal terminated program cc1plus")
+    # says nothing of the source: cached, it refused the same honest source in every later evaluation.
+    _fresh_cache(tmp_path, monkeypatch)
+    source = ADD + "// killed once"
+    for limited in (True, False):
+        with pytest.raises(native.BuildError):
+            native.library(name="scale", source=source + "\n#error stopped", lang="cpp", flags=[], openmp=False,
+                           limited=lambda: limited)
+    assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, False]  # the first left nothing behind
+    with pytest.raises(native.BuildError):
+        native.library(name="scale", source=source + "\n#error stopped", lang="cpp", flags=[], openmp=False)
+    assert native.BUILD_RECORDS[-1]["cached"]  # the second, the compiler's own verdict, was kept
+    # The driver's word for a compiler killed from outside is never cached either, whoever killed it.
+    monkeypatch.setattr(native, "_compile", lambda command, work: ("g++: fatal error: Killed signal terminated "
+                                                                   "program cc1plus", 1))
+    for _ in range(2):
+        with pytest.raises(native.BuildError, match="Killed"):
+            native.load_cpp(ADD + "// killed by the kernel", name="scale")
+    assert [r["cached"] for r in native.BUILD_RECORDS[-2:]] == [False, False]
+
+
 @pytest.mark.slow
 def test_a_library_too_large_for_the_cache_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every runner reads the cache: a library holding a large table is a channel to later candidates.

@@ -180,6 +180,7 @@ LEGIT = [
     ("softmax", "legit_rt_gc_inspect"),
     ("softmax", "legit_softmax_workspace"),
     ("softmax", "legit_rt_process_pool_lazy"),  # worker processes started on the first call
+    ("softmax", "legit_rt_spawn_pool"),  # a multiprocessing pool started with "spawn", running the submission's function
     ("vector_add", "legit_rt_openmp"),
     ("vector_add", "legit_inplace_add"),
     ("rmsnorm", "legit_rt_workspace_rmsnorm"),
@@ -324,6 +325,17 @@ def test_a_build_cannot_run_a_program_of_the_candidates_choice(name: str) -> Non
     verdict = _evaluate("vector_add", name, "check")
     assert verdict.status == Status.runtime_error and "not allowed" in verdict.message, _detail(verdict)
     assert not marker.exists()
+
+
+def test_a_build_name_cannot_place_a_file_on_the_host() -> None:
+    """A library's name is the source file's name where the judge builds: a path there was a file of the
+    candidate's text written, as the judge's user, wherever it pointed."""
+    planted = [Path("/tmp/ks_rt_path_name.cpp"), Path("/tmp/ks_rt_path_name_up.cpp")]
+    for path in planted:
+        path.unlink(missing_ok=True)
+    verdict = _evaluate("vector_add", "rt_persist_build_path_name", "check")
+    assert verdict.status == Status.build_error and "identifier" in verdict.message, _detail(verdict)
+    assert not [p for p in planted if p.exists()]
 
 
 @pytest.mark.parametrize("problem, name, status", [("vector_add", "rt_nolook_mutate_when_timed", Status.rejected),

@@ -346,11 +346,13 @@ class RunnerSession:
         if fresh >= MAX_FRESH_BUILDS:
             return {"op": "build_failed", "log": f"this candidate has built {fresh} libraries, the most one evaluation "
                                                  "may add to the build cache: build fewer variants"}
+        hits = self.memory.hits() if self.memory is not None else 0
         try:
             path = native.library(
-                name=str(request.get("name", "kernel"))[:64], source=str(request.get("source", "")),
+                name=str(request.get("name", "kernel")), source=str(request.get("source", "")),
                 lang=str(request.get("lang", "cpp")), flags=[str(f) for f in request.get("flags") or []],
                 openmp=bool(request.get("openmp", True)), wrap=self._compiler_command,
+                limited=lambda: self.memory is not None and self.memory.hits() > hits,
             )
         except native.BuildError as exc:
             self.build_records.extend(native.BUILD_RECORDS[before:])

@@ -153,6 +153,9 @@ class Runner:
         self.copy_outputs = False
         path = Path(tempfile.mkdtemp(prefix="ks-candidate-")) / "submission.py"
         path.write_text(str(request["source"]))
+        # Importable by name from processes the candidate spawns (multiprocessing's "spawn" and "forkserver"
+        # re-import the functions they run: a pool of the submission's own function waited for ever).
+        sys.path.append(str(path.parent))
         try:
             if request.get("kind") == "kernelbench":
                 bound = problem.load_kernelbench(Path(request["problem"]))
