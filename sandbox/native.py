@@ -45,12 +45,10 @@ MAX_LIBRARY_MB = 32
 # red-team source made the compiler print 136 MB, which the cache kept and every verdict carried
 # (one 270 MB line the orchestrator choked on, past the time limit).
 LOG_KEEP_BYTES = 32 << 10
-# A failure the compiler did not decide (it timed out, was killed, or the disk was full) may not recur:
-# it is not cached, so the same source is built again next time rather than refused for good.
-# Failures that say nothing of the source (the host's disk or memory ran out, the compiler was killed from
-# outside) are never cached: a candidate that filled its memory group before asking for the builds of other
-# sources had the compiler killed there, and each failure was cached for every later evaluation of that
-# source (red-team round 27).
+# A failure the compiler did not decide (it timed out, was killed, or the disk or memory ran out) may not
+# recur: it is not cached, so the same source is built again next time rather than refused for good. A
+# candidate that filled its memory group before asking for the builds of other sources had the compiler
+# killed there, and each failure was cached for every later evaluation of that source (red-team round 27).
 _TRANSIENT = ("No space left on device", "Cannot allocate memory", "Killed signal terminated program",
               "internal compiler error: Killed", "virtual memory exhausted", "out of memory")
 # A library's name is its source file's name in the build folder and in diagnostics: an identifier, nothing a
