@@ -33,7 +33,8 @@ for name, variant in CASES:
             judges.append((viol.shape, viol.detail.get("judge", {})))
         for shape, j in judges:
             steps = j.get("runner_steps_us", {})
-            print(f"   {shape}: batches noop {steps.get('no-op_batches')} kernel {steps.get('kernel_batches')}\n   {shape}: reported {j.get('reported_per_call_us')} judged {j.get('per_call_us')} "
+            print(f"   {shape}: batches noop {steps.get('no-op_batches')} kernel {steps.get('kernel_batches')}")
+            print(f"   {shape}: reported {j.get('reported_per_call_us')} judged {j.get('per_call_us')} "
                   f"allowed {j.get('allowed_us')} overhead {j.get('overhead_us')} spread {j.get('spread_us')} "
                   f"batch {j.get('batch')}\n      steps noop {steps.get('no-op')} kernel {steps.get('kernel')} "
                   f"by batch {steps.get('kernel_by_batch')}\n      calibration {j.get('calibration_us')}")

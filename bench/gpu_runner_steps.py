@@ -60,6 +60,12 @@ def noop(data):
 
 
 def one_batch(fn, pre_sync=True):
+    if judge is not None:  # the other process's turn on the device first, then the runner's settle
+        judge.stdin.write("go\n")
+        judge.stdin.flush()
+        judge.stdout.readline()
+        flush[:1].zero_()
+        torch.cuda.synchronize()
     steps = []
     t0 = time.perf_counter_ns()
     for work in slots:
@@ -81,8 +87,12 @@ def one_batch(fn, pre_sync=True):
 
 
 def summary(rows):
-    return " ".join(f"{statistics.median(col):7.1f} [{statistics.quantiles(col, n=4)[0]:6.1f}-{statistics.quantiles(col, n=4)[2]:6.1f}]"
-                    for col in zip(*rows))
+    """Per column: the median [lower quartile-upper quartile]."""
+    parts = []
+    for col in zip(*rows):
+        low, _, high = statistics.quantiles(col, n=4)
+        parts.append(f"{statistics.median(col):7.1f} [{low:6.1f}-{high:6.1f}]")
+    return " ".join(parts)
 
 
 # The judge's part between batches: device work in another process (a check: a product and a sum).
@@ -112,18 +122,6 @@ if "seccomp" in MODES:
     from sandbox.runner import seccomp
 
     print("seccomp:", seccomp.install(deferred_work=False, keep_cores=True))
-_batch = one_batch
-
-
-def one_batch(fn, pre_sync=True):  # noqa: F811 - the same batch, the other process's work before it
-    if judge is not None:
-        judge.stdin.write("go\n")
-        judge.stdin.flush()
-        judge.stdout.readline()
-        flush[:1].zero_()  # the runner's settle: a tiny kernel and a sync
-        torch.cuda.synchronize()
-    return _batch(fn, pre_sync)
-
 
 print("modes:", MODES)
 kernels = {"noop": noop, "kernel": seed.custom_kernel}
@@ -135,10 +133,11 @@ for pre_sync in (True, False):
     for _ in range(12):
         for k, fn in kernels.items():
             record[k].append(one_batch(fn, pre_sync))
-    print(f"pre-call sync {pre_sync}: per batch of {BATCH}: prepare us, calls us | per call: sync, timed call (host), events, digest")
+    print(f"pre-call sync {pre_sync}: per batch of {BATCH}: prepare us, calls us | "
+          "per call: sync, timed call (host), events, digest")
     for k, batches in record.items():
         prep = [b[0] for b in batches]
         calls = [b[1] for b in batches]
         per_call = [s for b in batches for s in b[2]]
-        print(f"  {k:7s} prepare {statistics.median(prep):8.1f} [{min(prep):8.1f}-{max(prep):8.1f}] calls {statistics.median(calls):8.1f} "
-              f"[{min(calls):8.1f}-{max(calls):8.1f}] | {summary(per_call)}")
+        print(f"  {k:7s} prepare {statistics.median(prep):8.1f} [{min(prep):8.1f}-{max(prep):8.1f}] "
+              f"calls {statistics.median(calls):8.1f} [{min(calls):8.1f}-{max(calls):8.1f}] | {summary(per_call)}")

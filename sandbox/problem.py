@@ -365,7 +365,8 @@ def _adversarial(value: Any, where: Path) -> list[dict[str, Any]]:
         if unknown or len(case.keys() - {"name", "inputs"}) == 0:
             raise ProblemError(f"{where}: adversarial case {case}: use {sorted(_VALUE_CASES)}")
         lists = [k for k, v in case.items() if isinstance(v, list) and k != "inputs"]
-        if lists and not (isinstance(case.get("inputs"), list) and all(len(case[k]) == len(case["inputs"]) for k in lists)):
+        named = case.get("inputs")
+        if lists and not (isinstance(named, list) and all(len(case[k]) == len(named) for k in lists)):
             raise ProblemError(f"{where}: adversarial case {case}: a list of values needs `inputs` of the same length")
     return [dict(v) for v in value]
 

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -1051,7 +1052,10 @@ def test_the_runners_own_step_times_are_read_as_three_numbers_or_not_at_all() ->
     # The runner says what its clock saw of each call's steps; the judge shows the medians beside a
     # refusal and never uses them, so anything but three finite, non-negative numbers is dropped.
     from sandbox.judge.bound import step_medians
-    from sandbox.judge.session import _steps
+    from sandbox.judge.session import _said_times
+
+    def _steps(value: Any) -> tuple[float, ...] | None:
+        return _said_times(value, 3)
 
     assert _steps([1, 2.5, 3]) == (1.0, 2.5, 3.0)
     for bad in ([1, 2], [1, True, 3], [1, -1, 3], "1,2,3", [1e13, 0, 0], None, [1, float("nan"), 2]):

@@ -180,7 +180,7 @@ LEGIT = [
     ("softmax", "legit_rt_gc_inspect"),
     ("softmax", "legit_softmax_workspace"),
     ("softmax", "legit_rt_process_pool_lazy"),  # worker processes started on the first call
-    ("softmax", "legit_rt_spawn_pool"),  # a multiprocessing pool started with "spawn", running the submission's function
+    ("softmax", "legit_rt_spawn_pool"),  # a "spawn" process pool running the submission's own function
     ("vector_add", "legit_rt_openmp"),
     ("vector_add", "legit_inplace_add"),
     ("rmsnorm", "legit_rt_workspace_rmsnorm"),

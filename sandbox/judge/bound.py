@@ -62,6 +62,10 @@ def step_medians(calls: list[Any]) -> list[float] | None:
     return [round(statistics.median(step), 1) for step in zip(*said, strict=True)]
 
 
+# What a runner says of each batch (sandbox/runner/main.py's on_batch), in microseconds.
+BATCH_STEPS = ["inputs built before the first call", "the calls", "the longest call", "the whole batch"]
+
+
 def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int],
                  batches: list[Any] | None = None) -> dict[str, Any]:
     """For a verdict: the steps the runner says its timed calls took (`said`, batch after batch of
@@ -74,10 +78,6 @@ def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int],
                                 "kernel_by_batch": [step_medians(said[a:b]) for a, b in itertools.pairwise(bounds)],
                                 "batch": BATCH_STEPS, "no-op_batches": calibration.batch_us,
                                 "kernel_batches": batches or []}}
-
-
-# What a runner says of each batch (sandbox/runner/main.py's on_batch), in microseconds.
-BATCH_STEPS = ["inputs built before the first call", "the calls", "the longest call", "the whole batch"]
 
 
 @dataclass

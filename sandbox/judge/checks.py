@@ -369,14 +369,27 @@ def shared_modules(problem: Problem) -> dict[str, str]:
     return {"utils": Path(utils).read_text()}
 
 
-def _apply_in_float32(tensor: Any, case: dict[str, Any]) -> None:
+def _apply_in_float32(tensor: Any, values: dict[str, Any]) -> None:
     """A value case on an eight-bit float tensor, worked in float32 and saturated to the type's range."""
     import torch
 
     wide = tensor.float()
-    apply_values(wide, {k: v for k, v in case.items() if k != "inputs"})
+    apply_values(wide, values)
     limit = float(torch.finfo(tensor.dtype).max)
     tensor.copy_(wide.clamp_(-limit, limit))
+
+
+def _values_on(case: dict[str, Any], chosen: list[str] | None, path: str, tensor: Any) -> dict[str, Any] | None:
+    """The case's values for one input (a list gives each input it names its own), or None where it leaves the
+    input be: not floating, not named, or an eight-bit float it does not name."""
+    if not tensor.is_floating_point():
+        return None
+    if chosen is None:
+        return None if tensor.element_size() == 1 else case
+    if path not in chosen:
+        return None
+    at = chosen.index(path)
+    return {k: (v[at] if isinstance(v, list) else v) for k, v in case.items() if k != "inputs"}
 
 
 def output_bytes(output: Any) -> int:
@@ -396,15 +409,11 @@ def apply_values(data: Any, case: dict[str, Any]) -> None:
     """
     chosen = [f"[{i}]" for i in case["inputs"]] if "inputs" in case else None
     for path, tensor in tensors(data):
-        if not tensor.is_floating_point() or (chosen is not None and path not in chosen):
+        own = _values_on(case, chosen, path, tensor)
+        if own is None:
             continue
-        own = case
-        if chosen is not None:  # a list of values gives each named input its own
-            at = chosen.index(path)
-            own = {k: (v[at] if isinstance(v, list) and k != "inputs" else v) for k, v in case.items()}
         if tensor.element_size() == 1:
-            if chosen is not None:
-                _apply_in_float32(tensor, own)
+            _apply_in_float32(tensor, own)
             continue
         if "scale" in own:
             tensor.mul_(float(own["scale"]))

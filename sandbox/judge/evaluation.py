@@ -27,8 +27,8 @@ _DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
 # the candidate's process does and the judge's clock must subtract: a runner that under-reported 400x was
 # accepted in 2 of 3 evaluations there, one that shaved the digest in 1 of 4. The CPU's own protocol writes
 # every call's inputs from the judge and keeps the output's placement inside the figure.
-RECIPE_ON_CPU = ("not bounded: inputs built by the runner on the CPU (the GPU's protocol, for tests); the judge's clock "
-                 "cannot tell the runner's figures from its own work there")
+RECIPE_ON_CPU = ("not bounded: inputs built by the runner on the CPU (the GPU's protocol, for tests); the judge's "
+                 "clock cannot tell the runner's figures from its own work there")
 
 
 class Stop(Exception):

@@ -107,7 +107,7 @@ class Call:
     # What the runner says its own clock saw of the call on a recipe, in microseconds: before the timed
     # call (inputs, waits), the timed call on the host's clock, and after it (keeping, the digest). Never
     # believed, only shown beside a refusal: where an honest kernel's round trips went.
-    steps_us: tuple[float, float, float] | None = None
+    steps_us: tuple[float, ...] | None = None
 
 
 def _secret_free_env(gpu: bool) -> dict[str, str]:
@@ -183,7 +183,7 @@ class RunnerSession:
         self.arrived_ns = 0  # when the runner's last message arrived (perf_counter_ns)
         self.system_calls = "not known"  # the runner's seccomp filter, as its greeting (before any candidate) said
         # What the runner says its clock saw of its last batch, in microseconds (`BATCH_STEPS`): shown, never believed.
-        self.batch_said: list[float] | None = None
+        self.batch_said: tuple[float, ...] | None = None
 
     def _greeting(self, deadline: float) -> None:
         if self._greeted:
@@ -267,9 +267,7 @@ class RunnerSession:
         self._answered_cpu = self.answer_cpu
         self.batch_cpu_us = (self._answered_cpu - now_cpu) * 1e6 \
             if self._answered_cpu is not None and now_cpu is not None else None
-        said = reply.get("batch_us")
-        self.batch_said = [float(x) for x in said] if isinstance(said, list) and len(said) == 4 \
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in said) else None
+        self.batch_said = _said_times(reply.get("batch_us"), 4)
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")
@@ -580,16 +578,16 @@ def _call_of(reply: dict[str, Any], rtt: float) -> Call:
         raise RunnerBroke(f"call {reply.get('i')} reported a time of {reported!r}")
     return Call(True, float(reported), rtt, output=reply.get("out"), digest=str(reply.get("digest", "")),
                 copied=reply.get("copied") is True, overwritten=reply.get("overwritten") is True,
-                steps_us=_steps(reply.get("steps_us")))
+                steps_us=_said_times(reply.get("steps_us"), 3))
 
 
-def _steps(value: Any) -> tuple[float, float, float] | None:
-    """The runner's step times as three finite numbers, or nothing."""
-    if not isinstance(value, list) or len(value) != 3:
+def _said_times(value: Any, count: int) -> tuple[float, ...] | None:
+    """Times the runner says it took, as `count` finite numbers, or nothing: shown, never believed."""
+    if not isinstance(value, list) or len(value) != count:
         return None
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e12 for v in value):
         return None
-    return float(value[0]), float(value[1]), float(value[2])
+    return tuple(float(v) for v in value)
 
 
 def _trace(reply: dict[str, Any]) -> str:
