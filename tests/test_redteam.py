@@ -17,6 +17,7 @@ import pytest
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.judge import isolation
 from sandbox.judge.evaluation import RECIPE_ON_CPU
+from sandbox.judge.session import READ_OUTPUTS
 from sandbox.verdict import Status, Verdict
 
 pytestmark = pytest.mark.slow
@@ -216,14 +217,19 @@ def test_a_forbidden_library_is_seen_where_perf_samples_nothing(name: str, statu
 
 
 def test_an_output_written_into_its_place_in_the_arena_gains_nothing() -> None:
-    # Red-team round 23: writing the output where the runner would copy it skipped the copy every other
-    # kernel's figure holds; paired beside its twin (a buffer of its own) it was "faster" 5 of 7 times.
+    # Red-team rounds 23 and 26: writing the output where the runner would copy it, and then replacing the
+    # runner's charge for it, skipped a copy every other kernel's figure held (1.18-1.92 times "faster" than
+    # its twin). The judge now reads outputs from the runner's memory: there is no copy left to skip, and
+    # the kernel is the twin (the same code, the runner untouched) up to the pairing's noise, which on this
+    # VM's wide shape has reached 1.32 for identical kernels.
     verdict = evaluate("softmax", ADV / "rt_channel_output_in_region.py",
                        EvalOptions(target="cpu", timing=FAST, paired_with=str(ADV / "rt_channel_output_in_region_twin.py")))
     assert verdict.status == Status.ok, _detail(verdict)
+    assert verdict.integrity.protections["outputs"] == READ_OUTPUTS, verdict.integrity.protections
     said = [(b.shape, b.paired.difference if b.paired else None, b.paired.ratio if b.paired else None)
             for b in verdict.benchmarks]
-    assert all(difference != "faster" for _, difference, _ in said), said
+    assert all(difference != "faster" or (ratio or 0) < 1.4 for _, difference, ratio in said), said
+    assert sum(difference == "faster" for _, difference, _ in said) < len(said), said
 
 
 def test_moving_work_between_the_calls_of_a_batch_gains_nothing() -> None:

@@ -235,10 +235,20 @@ class Judge:
             if path not in buffers and not _equal(now, before):
                 raise IntegrityViolation("input-mutation", f"changed input {path or '#0'}: inputs must be left as they were given")
 
-    def output_of(self, call: Call) -> Any:
-        """The call's output, copied out of the arena onto the judge's device (a snapshot)."""
+    @property
+    def reads_outputs(self) -> bool:
+        """Outputs read where they lie in the runner's memory, none placed in the arena (CPU; `remote`)."""
+        return not self.resident_inputs and self.session.outputs is not None
+
+    def output_of(self, call: Call, expected_bytes: int = 0) -> Any:
+        """The call's output, copied onto the judge's device (a snapshot): from the runner's memory where
+        the judge reads it there (no more than `remote.SPAN_FACTOR` times `expected_bytes`), else out of
+        the arena."""
         assert self.arena is not None
+        memory = self.session.outputs if self.reads_outputs else None
         try:
+            if memory is not None:
+                return decode(call.output, lambda spec: memory.tensor(spec, expected_bytes))
             return decode(call.output, lambda spec: self._within_arena(spec).to(self.device, copy=True))
         except ValueError as exc:
             raise IntegrityViolation("protocol", f"the runner described its output impossibly: {exc}") from exc
@@ -257,8 +267,8 @@ class Judge:
     def call(self, tree: Any = None, region: dict[str, int] | None = None, noop: bool = False,
              recipe: dict[str, Any] | None = None, out_bytes: int = 0) -> Call:
         self.calls += 1
-        result = self.session.call(self.calls, self.deadline, data=tree, recipe=recipe, out_region=region, noop=noop,
-                                   out_bytes=out_bytes)
+        result = self.session.call(self.calls, self.deadline, data=tree, recipe=recipe, noop=noop, out_bytes=out_bytes,
+                                   out_region=None if self.reads_outputs else region)
         if not result.ok:
             raise CandidateFailure(result.message, fatal=result.fatal)
         return result
@@ -308,7 +318,7 @@ class Judge:
         size = output_bytes(expected)
         tree, region = self.place(pristine, buffers, size)
         result = self.call(tree, region, out_bytes=size)
-        output = self.output_of(result)
+        output = self.output_of(result, size)
         self.inputs_unchanged(tree, pristine, buffers)
         return self.verdict_of(pristine, output, expected)
 

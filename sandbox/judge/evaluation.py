@@ -26,7 +26,7 @@ _DEFAULT_LIMITS = {"build": 600.0, "check": 300.0, "time": 600.0}
 # without a GPU exercise it). Its blend and digest, several times a small kernel's time per call, are work
 # the candidate's process does and the judge's clock must subtract: a runner that under-reported 400x was
 # accepted in 2 of 3 evaluations there, one that shaved the digest in 1 of 4. The CPU's own protocol writes
-# every call's inputs from the judge and keeps the output's placement inside the figure.
+# every call's inputs from the judge and reads every output from the runner's memory (judge/remote.py).
 RECIPE_ON_CPU = ("not bounded: inputs built by the runner on the CPU (the GPU's protocol, for tests); the judge's "
                  "clock cannot tell the runner's figures from its own work there")
 
@@ -208,6 +208,8 @@ class Evaluation:
         self.judge._ensure(1 << 20)
         if device == "cpu" and self.judge.resident_inputs:
             self.result["integrity"]["protections"]["timing"] = RECIPE_ON_CPU
+        elif device == "cpu":
+            self.result["integrity"]["protections"]["outputs"] = runner.outputs_note or "not known"
         if self.mode == "full" and self.request.get("paired_with"):
             self.base_judge = Judge(problem=problem, device=device, policy=policy, threads=threads,
                                     session=self.start_runner(problem_dir(problem), device != "cpu"),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox import envinfo, native
-from sandbox.judge import cgroups, isolation, procs
+from sandbox.judge import cgroups, isolation, procs, remote
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.glimpse import Glimpses
 from sandbox.judge.procs import descendants
@@ -51,6 +51,10 @@ _RUNNER_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "
 # Processes and threads one runner's sandbox may have at once, where the host gives it a task group:
 # torch's pools on a 128-core host take a few hundred; a fork bomb takes the host's process table.
 TASK_LIMIT = 4096
+# What a CPU verdict's protections say of its outputs (`RunnerSession.outputs_note`).
+READ_OUTPUTS = "read by the judge from the runner's memory while it is stopped: no figure holds a copy"
+PLACED_OUTPUTS = ("placed in the arena by the runner, inside each figure (a kernel that replaces the runner's copy "
+                  "skips it): the judge cannot read the runner's memory here: ")
 
 
 class RunnerGone(RuntimeError):
@@ -167,6 +171,10 @@ class RunnerSession:
         self.arena: Arena | None = None
         self.build_records: list[dict[str, Any]] = []
         self.host_pid: int | None = None
+        # CPU: the runner's memory, where the judge reads each output (None: the runner places outputs in the
+        # arena inside its figures); what the verdict says of it (None until the first setup's probe).
+        self.outputs: remote.RunnerMemory | None = None
+        self.outputs_note: str | None = None
         self.glimpses = Glimpses()  # the runner's code seen in the middle of batches
         self.glimpsed = False  # whether the last batch was glimpsed
         # The runner imports torch while the judge does the same: its greeting is read at first use.
@@ -202,15 +210,27 @@ class RunnerSession:
         device and the problem's modules. ArenaRefused: the runner could not map a device arena."""
         self._greeting(deadline)
         self.arena = arena
+        # The first setup comes before any candidate code: only then does the probe say what the host allows.
+        token = remote.new_token() if not self.gpu and self.outputs_note is None else None
         self._send({"op": "setup", "device": device, "threads": threads, "problem_dir": str(problem_dir),
-                    "modules": modules or {}, "arena": arena.describe()}, fds=[] if arena.on_device else [arena.fd])
+                    "modules": modules or {}, "arena": arena.describe(), "token": token.hex() if token else None},
+                   fds=[] if arena.on_device else [arena.fd])
         reply = self._receive(deadline)
         if reply.get("op") != "ready":
             raise RunnerBroke(f"setup answered with {str(reply)[:200]}")
         self.host_pid = runner_host_pid(self.proc.pid)
+        if token is not None:
+            self._probe_memory(reply.get("token_at"), token)
         if reply.get("arena_error"):
             self.arena = None
             raise ArenaRefused(str(reply["arena_error"])[:500])
+
+    def _probe_memory(self, address: Any, token: bytes) -> None:
+        """Whether the judge can read the runner's memory, where a CPU kernel's outputs then stay (`remote`)."""
+        why = "the runner's process was not found"
+        if self.host_pid is not None:
+            self.outputs, why = remote.RunnerMemory.probe(self.host_pid, address, token)
+        self.outputs_note = READ_OUTPUTS if self.outputs is not None else PLACED_OUTPUTS + why
 
     def load(self, problem: str, kind: str, submission: Path, deadline: float) -> dict[str, Any]:
         """Import the candidate, serving its build requests; the runner's last word on the import."""
@@ -224,8 +244,9 @@ class RunnerSession:
 
     def call(self, index: int, deadline: float, *, data: Any = None, recipe: dict[str, Any] | None = None,
              out_region: dict[str, int] | None = None, noop: bool = False, out_bytes: int = 0) -> Call:
-        """One call: on arena data (`data`, output copied into `out_region`) or on a recipe over the
-        sets the runner holds (`recipe`: the output stays there, announced by its digest)."""
+        """One call: on arena data (`data`; its output copied into `out_region`, or without one read where
+        it lies, `outputs`) or on a recipe over the sets the runner holds (`recipe`: the output stays
+        there, announced by its digest)."""
         request: dict[str, Any] = {"op": "call", "i": index, "kernel": "noop" if noop else "candidate",
                                    "out_bytes": out_bytes}
         if recipe is not None:
@@ -534,6 +555,8 @@ class RunnerSession:
             except (ProcessLookupError, PermissionError):
                 pass
         self.sock.close()
+        if self.outputs is not None:
+            self.outputs.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -39,9 +39,6 @@ class Shape:
     out_bytes: int
     in_bytes: int
     batch: int
-    # Where the reference's fresh output is placed when it is timed on the CPU (`_placed`): kept for
-    # the shape, so no timed reference call pays for an allocation.
-    placed_outputs: dict[int, Any] = field(default_factory=dict)
     drawn_s: float = 0.0  # what drawing its first sets cost
     seen: bool = False  # whether a batch has used its sets (the runner, and code loaded there, saw them)
 

@@ -8,9 +8,10 @@ same batch run with the trusted no-op before any candidate code existed in the r
 (`calibrate`), and compares the rest, per call, with what the runner reported. A batch shares
 one round trip's noise among its calls, so the bound tightens with the batch.
 
-Inputs: on the CPU the judge writes each call's inputs into the arena; on a GPU the runner builds
-them on its device from two sets it holds, by the judge's secret recipe, and commits to each
-output with a digest (sandbox/shared/blend.py). The two sets are drawn anew between batches
+Inputs: on the CPU the judge writes each call's inputs into the arena and reads each output where
+it lies in the runner's memory (sandbox/judge/remote.py); on a GPU the runner builds them on its
+device from two sets it holds, by the judge's secret recipe, and commits to each output with a
+digest (sandbox/shared/blend.py). The two sets are drawn anew between batches
 (sandbox/judge/shapes.py), so no kernel can learn them in one batch and answer the next ones from products
 it cached for them. Which calls are checked is drawn after the batch
 answered: half of the timed calls, every call faster than the median so far, and the first timed
@@ -34,7 +35,7 @@ from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, core
 from sandbox.judge.checks import Judge
 from sandbox.judge.session import Call
 from sandbox.judge.shapes import SetRenewal, Shape, hand_over
-from sandbox.shared.arena import align, tensors
+from sandbox.shared.arena import align
 from sandbox.summary import summarise
 from sandbox.timing import Timer, TimingPolicy
 
@@ -85,7 +86,7 @@ def _batch(judge: Judge, shape: Shape, size: int, given: list[dict[str, Any]] | 
             items.append({"i": judge.calls, "recipe": recipe})
             continue
         tree, region = judge.place_recipe(shape.bases, shape.buffers, recipe, shape.out_bytes, start=j * slot)
-        items.append({"i": judge.calls, "data": tree, "out": region})
+        items.append({"i": judge.calls, "data": tree, "out": None if judge.reads_outputs else region})
         trees.append(tree)
     return Batch(items, recipes, trees)
 
@@ -98,7 +99,7 @@ def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed:
         output = judge.delivered(call, batch.items[j]["i"], shape.out_bytes, pristine, shape.buffers, shape.in_bytes)
     else:
         judge.inputs_unchanged(batch.trees[j], pristine, shape.buffers)
-        output = judge.output_of(call)
+        output = judge.output_of(call, shape.out_bytes)
     expected, _ = judge.expected(pristine, consume=True)
     verdict = judge.verdict_of(pristine, output, expected)
     if not verdict.passed:
@@ -192,7 +193,7 @@ def _exercise(judge: Judge, shape: Shape, batch: Batch, call: Call) -> None:
         pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[0])
         expected, _ = judge.expected(pristine, consume=True)
     else:
-        output = judge.output_of(call)
+        output = judge.output_of(call, shape.out_bytes)
         pristine = judge.blend(shape.bases, shape.buffers, batch.recipes[0])
         expected, _ = judge.expected(pristine)
     judge.verdict_of(pristine, expected, expected)  # a passing comparison's cost
@@ -498,28 +499,7 @@ def _reference_once(judge: Judge, shape: Shape, recipe: dict[str, Any], timer: T
         import torch
 
         torch.cuda.synchronize()
-    return timer.once(_placed(judge, shape), data)
-
-
-def _placed(judge: Judge, shape: Shape) -> Any:
-    """The reference as a kernel's figure is taken on the CPU: with its fresh output copied into memory
-    kept for the shape, as a runner places a kernel's output in the arena inside the kernel's own
-    figure (problems whose outputs are preallocated place nothing)."""
-    reference = judge.problem.reference
-    if judge.device != "cpu" or shape.buffers:
-        return reference
-    kept = shape.placed_outputs
-
-    def placed(data: Any) -> Any:
-        out = reference(data)
-        for i, (_, tensor) in enumerate(tensors(out)):
-            dest = kept.get(i)
-            if dest is None or dest.shape != tensor.shape or dest.dtype != tensor.dtype:
-                dest = kept[i] = tensor.new_empty(tensor.shape)
-            dest.copy_(tensor)
-        return out
-
-    return placed
+    return timer.once(judge.problem.reference, data)
 
 
 def _enough(samples: list[float], calls: int, policy: TimingPolicy, elapsed: float) -> bool:
@@ -541,4 +521,4 @@ def time_reference(judge: Judge, shape: Shape, policy: TimingPolicy) -> dict[str
                               budget_s=policy.budget_s / 2, rel_stderr=policy.rel_stderr * 5)
     sets = shape.bases  # no longer needed by anything else: the reference may write its outputs into them
     with judge.own_timing():
-        return Timer(judge.device, ref_policy).run(_placed(judge, shape), lambda i: sets[i % 2]).to_dict()
+        return Timer(judge.device, ref_policy).run(judge.problem.reference, lambda i: sets[i % 2]).to_dict()

@@ -31,7 +31,8 @@ from typing import Any
 
 from sandbox.shared import protocol
 from sandbox.runner.overlap import meet
-from sandbox.shared.arena import Arena, ArenaError, DeviceArena, align, contiguous_strides, decode, encode
+from sandbox.shared.arena import (Arena, ArenaError, DeviceArena, align, contiguous_strides, decode, dtype_name,
+                                  encode)
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 we target (H200: 60 MB)
 
@@ -64,7 +65,7 @@ class Runner:
         self._flush: Any = None
         # Per shape: its two sets on this device, one set of call tensors per batch slot, the preallocated outputs.
         self.resident: dict[str, tuple[list[dict[str, Any]], list[Any], list[str]]] = {}
-        self.kept: dict[Any, Any] = {}  # outputs of the last batch's calls on recipes, by call
+        self.kept: dict[Any, Any] = {}  # outputs of the last batch's calls (on recipes; on the CPU, read where they lie)
         self.kept_inputs: dict[Any, Any] = {}  # and the inputs each of them was given, as the call left them
         # A kernel that returns one buffer from every call overwrites the outputs kept for the judge:
         # once met, each call's output is copied as it returns (`_keep`), and the calls whose kept
@@ -73,6 +74,7 @@ class Runner:
         self.overwritten: set[Any] = set()
         self.prepared: dict[Any, Any] = {}  # a GPU batch's inputs, built before its first call (`_prepare`)
         self._placing: Any = None  # where an output already in its region is copied to (`_output_placer`)
+        self._token: Any = None  # the judge's probe of this process's memory (`on_setup`)
 
     # -- the judge's requests -----------------------------------------------------------
 
@@ -87,6 +89,8 @@ class Runner:
             if handler is None:
                 protocol.send(self.sock, {"op": "error", "message": f"unknown request {op!r}"})
                 continue
+            if op == "call":  # one call alone (a check): its output is read before the next request
+                self.kept, self.kept_inputs = {}, {}
             answer = handler(request, fds)
             self._arena_written(answer)
             protocol.send(self.sock, answer)
@@ -139,6 +143,12 @@ class Runner:
         if self.device.startswith("cuda") and self._flush is None:
             self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
         ready: dict[str, Any] = {"op": "ready", "pid": os.getpid()}
+        token = request.get("token")
+        if isinstance(token, str) and len(token) <= 128:
+            # Bytes the judge reads back from this process's memory, to learn whether it can read outputs
+            # where the kernel left them (sandbox/judge/remote.py).
+            self._token = torch.frombuffer(bytearray(bytes.fromhex(token)), dtype=torch.uint8)
+            ready["token_at"] = self._token.data_ptr()
         if arena_error:
             ready["arena_error"] = arena_error
         return ready
@@ -310,11 +320,18 @@ class Runner:
                 if size and path is None and not noop:  # a checked call's fresh output (timed batches send no size)
                     _poison_freed(size, self.device)
                 torch.cuda.synchronize()
+            if "recipe" not in request and not self.device.startswith("cuda") and request.get("out") is None:
+                # The judge reads the output where it lies in this process's memory (sandbox/judge/remote.py),
+                # so nothing is placed: no figure holds a copy a kernel could skip.
+                us, out = self._timed(fn, data)
+                out, copied = self._keep(out)
+                self.kept[index] = out
+                return {"op": "done", "i": index, "us": us, "out": encode(out, _located), "copied": copied}
             if "recipe" not in request and not self.device.startswith("cuda"):
-                # On the CPU the output's placement in the arena is part of the call: the judge's clock
-                # sees it, and a kernel that writes straight into the arena skips it, so a figure that
-                # left it out would let such a kernel hide that much work (calibration's no-op places
-                # its output the same way, inside its own figure).
+                # Where the judge cannot read this process's memory, the output's placement in the arena is
+                # part of the call: the judge's clock sees it, and a kernel that writes straight into the
+                # arena skips it, so a figure that left it out would let such a kernel hide that much work
+                # (calibration's no-op places its output the same way, inside its own figure).
                 placer = self._output_placer(request["out"], data)
                 us, tree = self._timed(lambda d: encode(fn(d), placer), data)
                 return {"op": "done", "i": index, "us": us, "out": tree}
@@ -445,6 +462,18 @@ def _empty_like_tree(data: Any) -> Any:
     import torch
 
     return _map_tensors(data, torch.empty_like)
+
+
+def _located(tensor: Any) -> dict[str, Any]:
+    """Where an output lies in this process's memory, for the judge to read while the sandbox is stopped."""
+    import torch
+
+    if type(tensor) is not torch.Tensor:
+        tensor = torch.Tensor(tensor)  # subclasses cross as their plain data, nothing more
+    if tensor.device.type != "cpu":
+        raise ArenaError(f"an output on {tensor.device} where the target is the CPU")
+    return {"dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape), "stride": list(tensor.stride()),
+            "address": tensor.data_ptr() if tensor.numel() else 0}
 
 
 def _describe(tensor: Any) -> dict[str, Any]:

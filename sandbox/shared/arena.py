@@ -17,6 +17,7 @@ import math
 import mmap
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -55,6 +56,42 @@ def storage_bytes(shape: list[int], stride: list[int], itemsize: int) -> int:
     if any(s == 0 for s in shape):
         return 0
     return (1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))) * itemsize
+
+
+@dataclass(frozen=True)
+class SpecLayout:
+    """What a tensor spec says, checked: its dtype, shape and strides, where it starts (`start`, under
+    the key the spec places it by) and the bytes it spans from its first element to its last."""
+
+    dtype: torch.dtype
+    shape: list[int]
+    stride: list[int]
+    start: int
+    itemsize: int
+    span: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its elements once made dense (a zero stride spans little and holds many)."""
+        return math.prod(self.shape) * self.itemsize
+
+
+def parse_spec(spec: dict[str, Any], place: str) -> SpecLayout:
+    """A spec's fields as numbers within `MAX_DIMS` and `MAX_EXTENT`, or ArenaError; `place` names the
+    field that says where it starts ("offset" in the arena, "address" in the runner's memory)."""
+    try:
+        dtype = _DTYPES[str(spec["dtype"])]
+        shape = [int(n) for n in spec["shape"]]
+        stride = [int(s) for s in spec["stride"]]
+        start = int(spec[place])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArenaError(f"malformed tensor spec {str(spec)[:200]}: {exc}") from exc
+    if len(shape) != len(stride) or len(shape) > MAX_DIMS or not 0 <= start < 1 << 64 \
+            or any(not 0 <= n < MAX_EXTENT for n in shape) or any(not 0 <= s < MAX_EXTENT for s in stride) \
+            or math.prod(shape) >= MAX_EXTENT:
+        raise ArenaError(f"malformed tensor spec {str(spec)[:200]}")
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    return SpecLayout(dtype, shape, stride, start, itemsize, storage_bytes(shape, stride, itemsize))
 
 
 def align(n: int) -> int:
@@ -107,25 +144,14 @@ class Arena:
 
     def view(self, spec: dict[str, Any]) -> torch.Tensor:
         """The tensor a spec describes; ArenaError when the spec reaches outside the arena."""
-        try:
-            dtype = _DTYPES[str(spec["dtype"])]
-            shape = [int(n) for n in spec["shape"]]
-            stride = [int(s) for s in spec["stride"]]
-            offset = int(spec["offset"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ArenaError(f"malformed tensor spec {str(spec)[:200]}: {exc}") from exc
-        if len(shape) != len(stride) or len(shape) > MAX_DIMS or offset < 0 \
-                or any(not 0 <= n < MAX_EXTENT for n in shape) or any(not 0 <= s < MAX_EXTENT for s in stride) \
-                or math.prod(shape) >= MAX_EXTENT:
-            raise ArenaError(f"malformed tensor spec {str(spec)[:200]}")
-        itemsize = torch.empty(0, dtype=dtype).element_size()
-        span = storage_bytes(shape, stride, itemsize)
-        if offset % itemsize or offset + span > self.size:
+        layout = parse_spec(spec, "offset")
+        offset, span = layout.start, layout.span
+        if offset % layout.itemsize or offset + span > self.size:
             raise ArenaError(f"tensor spec outside the arena ({offset}+{span} > {self.size} bytes)")
         if span == 0:
-            return torch.empty(shape, dtype=dtype, device=self._base.device)
-        flat = self._base[offset:offset + span].view(dtype)
-        return flat.as_strided(shape, stride)
+            return torch.empty(layout.shape, dtype=layout.dtype, device=self._base.device)
+        flat = self._base[offset:offset + span].view(layout.dtype)
+        return flat.as_strided(layout.shape, layout.stride)
 
     def spec_of(self, tensor: torch.Tensor) -> dict[str, Any] | None:
         """The spec of a tensor that lies inside this arena, else None."""

@@ -1,12 +1,17 @@
-"""Trick (class 2, red-team round 23): the output written straight into the call's output region of the arena.
+"""Trick (class 2, red-team rounds 23 and 26): the output written straight into the call's output region of the
+arena, and the runner's charge for it taken away.
 
 The region follows the call's input there, aligned to 256 bytes, so the input's storage leads to it. The
-runner used to find such an output already in place and skip the copy that places every other kernel's
-output (and the reference's) inside its figure: paired beside the same code writing into a buffer of its own
-(`rt_channel_output_in_region_twin`), it was 1.18-1.48 times "faster" in 7 of 7 runs. An output in the arena
-outside the call's own inputs is now copied all the same (`runner.main`'s `_output_placer`). Expected: `ok`,
-and never faster than its twin.
+runner used to place every output in that region inside the call's figure (the reference's too), and found
+this one already in place: paired beside the same code writing into a buffer of its own
+(`rt_channel_output_in_region_twin`), it was 1.18-1.48 times "faster" in 7 of 7 runs. The runner then copied
+such an output all the same, and round 26 replaced that copy at import (the two lines below): 1.33-1.92 times
+"faster" in 5 of 6 runs. Now no figure holds a placement: the judge reads each output where it lies in the
+runner's memory (sandbox/judge/remote.py), so there is no copy to skip. Expected: `ok`, and never faster than
+its twin.
 """
+import sys
+
 import torch
 from task import input_t, output_t
 
@@ -34,7 +39,9 @@ extern "C" void softmax_rows(const float* __restrict x, float* __restrict y, int
 """
 
 lib = load_cpp(SOURCE, name="output_in_region_softmax", flags=["-ffast-math", "-fopenmp-simd", "-lmvec"])
-ZC = True
+_runner = sys.modules.get("sandbox.runner.main")
+if _runner is not None and hasattr(_runner.Runner, "_copy_as_placed"):
+    _runner.Runner._copy_as_placed = lambda self, tensor: None
 
 
 def _out(x):
@@ -48,17 +55,11 @@ def _out(x):
     return torch.empty(0, dtype=x.dtype).set_(st, off // 4, x.shape, (x.shape[1], 1))
 
 
-_BUF = {}
-
-
 def custom_kernel(data: input_t) -> output_t:
     (x,) = data
     x = x.contiguous()
-    rows, cols = x.shape
-    y = _out(x) if ZC else None
+    y = _out(x)
     if y is None:
-        y = _BUF.get(x.shape)
-        if y is None:
-            y = _BUF[x.shape] = torch.empty_like(x)
-    lib.softmax_rows(x, y, rows, cols)
+        y = torch.empty_like(x)
+    lib.softmax_rows(x, y, *x.shape)
     return y

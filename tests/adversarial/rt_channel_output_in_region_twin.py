@@ -1,5 +1,5 @@
-"""Twin of `rt_channel_output_in_region`: the same softmax into a persistent buffer of its own, which the
-runner copies into the arena as it places any output. Expected: `ok`."""
+"""Twin of `rt_channel_output_in_region`: the same softmax written into the same place in the arena, with the
+runner left as it is (nothing of the runner's replaced). Expected: `ok`."""
 import torch
 from task import input_t, output_t
 
@@ -27,7 +27,6 @@ extern "C" void softmax_rows(const float* __restrict x, float* __restrict y, int
 """
 
 lib = load_cpp(SOURCE, name="output_in_region_softmax", flags=["-ffast-math", "-fopenmp-simd", "-lmvec"])
-ZC = False
 
 
 def _out(x):
@@ -41,17 +40,11 @@ def _out(x):
     return torch.empty(0, dtype=x.dtype).set_(st, off // 4, x.shape, (x.shape[1], 1))
 
 
-_BUF = {}
-
-
 def custom_kernel(data: input_t) -> output_t:
     (x,) = data
     x = x.contiguous()
-    rows, cols = x.shape
-    y = _out(x) if ZC else None
+    y = _out(x)
     if y is None:
-        y = _BUF.get(x.shape)
-        if y is None:
-            y = _BUF[x.shape] = torch.empty_like(x)
-    lib.softmax_rows(x, y, rows, cols)
+        y = torch.empty_like(x)
+    lib.softmax_rows(x, y, *x.shape)
     return y

@@ -1,0 +1,166 @@
+"""The runner's memory, read by the judge: where a CPU kernel's outputs are taken from.
+
+A CPU runner answers each call with where its output lies in its own memory (a spec whose `address`
+is the runner's), and the judge copies the bytes out while the runner's sandbox is stopped. Nothing
+places the output anywhere inside the round trip, so no figure holds a copy that a kernel could skip
+by writing where the copy would have gone: red-team round 23 wrote its rows straight into the arena,
+and round 26 replaced the copy the runner then charged such a kernel (1.3-1.9 times "faster" than its
+twin, paired). The judge reads with `process_vm_readv`, else through the runner's `/proc/PID/mem`,
+opened at setup, before any candidate code existed: a kernel that later makes itself undumpable
+cannot take back what was opened. Where neither works, the runner places outputs in the arena, as
+before, and the verdict's protections say so (`Outputs.note`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import secrets
+from typing import Any
+
+import torch
+
+from sandbox.shared.arena import ArenaError, parse_spec, storage_bytes
+
+# Bytes an output may hold, beyond the reference's output: the same elements in another dtype read as a wrong
+# output, not as a protocol error. And bytes its layout may span, which the judge reads piece by piece (at most
+# `PIECE` at a time): a legitimate output may be one slot of a ring interleaved along its last axis (24 slots:
+# tests/adversarial/legit_rt_ring_interleaved.py), and a larger span is no output of this call.
+SPAN_FACTOR = 4
+SPAN_SLACK = 1 << 20
+READ_FACTOR = 64
+READ_SLACK = 64 << 20
+PIECE = 16 << 20
+TOKEN_BYTES = 32
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+def _vm_readv() -> Any:
+    """The C library's process_vm_readv, typed, or None where it has none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.process_vm_readv
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec), ctypes.c_ulong,
+                     ctypes.c_ulong]
+    call.restype = ctypes.c_ssize_t
+    return call
+
+
+_VM_READV = _vm_readv()
+
+
+class RunnerMemory:
+    """One runner process's memory, readable by the judge (`probe` says whether it is)."""
+
+    def __init__(self, pid: int, fd: int | None, vm_readv: bool) -> None:
+        self.pid = pid
+        self._fd = fd
+        self._vm_readv = vm_readv
+
+    @classmethod
+    def probe(cls, pid: int, address: Any, token: bytes) -> tuple[RunnerMemory | None, str]:
+        """The reader, if `token` reads back at `address` (where the runner said it keeps it); else why not."""
+        fd = None
+        try:
+            fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            why = f"/proc/{pid}/mem: {exc.strerror}"
+        else:
+            why = ""
+        if not isinstance(address, int) or isinstance(address, bool) or not 0 < address < 1 << 64:
+            return cls._closed(fd), f"the runner gave no place for the probe ({str(address)[:50]})"
+        for vm_readv in (True, False):
+            reader = cls(pid, fd, vm_readv)
+            if vm_readv and _VM_READV is None or not vm_readv and fd is None:
+                continue
+            buffer = torch.zeros(len(token), dtype=torch.uint8)
+            try:
+                reader.read_into(address, buffer)
+            except OSError as exc:
+                why = f"{why}; " if why else ""
+                why += f"{'process_vm_readv' if vm_readv else 'reading /proc/PID/mem'}: {exc.strerror}"
+                continue
+            if bytes(buffer.tolist()) == token:
+                if vm_readv:
+                    cls._closed(fd)
+                    reader._fd = None
+                return reader, ""
+            why = "the probe read back other bytes than the runner was given"
+        return cls._closed(fd), why
+
+    @staticmethod
+    def _closed(fd: int | None) -> None:
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._fd = self._closed(self._fd)
+
+    def read_into(self, address: int, buffer: torch.Tensor) -> None:
+        """Fill `buffer` (contiguous bytes on the CPU) from the runner's memory at `address`; OSError when
+        any byte of the range is not readable there."""
+        view = buffer.view(torch.uint8).reshape(-1)
+        done, total = 0, view.numel()
+        while done < total:
+            if self._vm_readv:
+                local = _IoVec(view.data_ptr() + done, total - done)
+                remote = _IoVec(address + done, total - done)
+                got = _VM_READV(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+                if got < 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code))
+            else:
+                assert self._fd is not None
+                got = os.preadv(self._fd, [view[done:].numpy()], address + done)  # type: ignore[list-item]
+            if got <= 0:
+                raise OSError(errno.EFAULT, "the range ends in memory the runner has not mapped")
+            done += got
+
+    def tensor(self, spec: dict[str, Any], expected_bytes: int) -> torch.Tensor:
+        """The output a spec describes in the runner's memory, copied into the judge's: a dense tensor of
+        the spec's shape and values. ArenaError for a spec no output of this call could have (elements
+        beyond `SPAN_FACTOR` times the expected output's bytes, a span beyond `READ_FACTOR` times) or a
+        range the runner has not mapped."""
+        layout = parse_spec(spec, "address")
+        held, spanned = SPAN_FACTOR * expected_bytes + SPAN_SLACK, READ_FACTOR * expected_bytes + READ_SLACK
+        if layout.nbytes > held or layout.span > spanned:
+            raise ArenaError(f"an output of shape {layout.shape} spans {layout.span} bytes and holds {layout.nbytes}: "
+                             f"more than {spanned} and {held} for an output of {expected_bytes}")
+        out = torch.empty(layout.shape, dtype=layout.dtype)
+        if layout.span == 0:
+            return out
+        try:
+            self._gather(layout.start, layout.shape, layout.stride, out)
+        except OSError as exc:
+            raise ArenaError(f"the output at {layout.start:#x} ({layout.span} bytes) cannot be read from the runner's "
+                             f"memory: {exc.strerror}") from exc
+        return out
+
+    def _gather(self, start: int, shape: list[int], stride: list[int], out: torch.Tensor) -> None:
+        """Copy the strided view at `start` into `out` (dense, of `shape`), reading at most `PIECE` bytes at
+        a time: a span larger than that is cut along its widest-strided dimension."""
+        itemsize = out.element_size()
+        span = storage_bytes(shape, stride, itemsize)
+        wide = [d for d in range(len(shape)) if shape[d] > 1 and stride[d] > 0]
+        if span <= PIECE or not wide:
+            raw = torch.empty(span, dtype=torch.uint8)
+            self.read_into(start, raw)
+            out.copy_(raw.view(out.dtype).as_strided(shape, stride))
+            return
+        d = max(wide, key=lambda k: stride[k])
+        step = max(1, PIECE // (stride[d] * itemsize))
+        for first in range(0, shape[d], step):
+            count = min(step, shape[d] - first)
+            part = [count if k == d else n for k, n in enumerate(shape)]
+            self._gather(start + first * stride[d] * itemsize, part, stride, out.narrow(d, first, count))
+
+
+def new_token() -> bytes:
+    """Bytes the runner keeps for the probe, never the same twice."""
+    return secrets.token_bytes(TOKEN_BYTES)

@@ -1,0 +1,105 @@
+"""The judge reads a CPU kernel's outputs where they lie in the runner's memory (sandbox/judge/remote.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from sandbox.judge import remote
+from sandbox.judge.remote import SPAN_FACTOR, SPAN_SLACK, RunnerMemory, new_token
+from sandbox.shared.arena import ArenaError
+
+# A process that holds a token and a 6x8 float32 tensor 0..47, says where both lie, and waits.
+_HOLDER = """
+import sys, torch
+token = torch.frombuffer(bytearray(bytes.fromhex(sys.argv[1])), dtype=torch.uint8)
+held = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+print(token.data_ptr(), held.data_ptr(), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture(scope="module")
+def holder() -> Iterator[tuple[subprocess.Popen[str], bytes, int, int]]:
+    token = new_token()
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, token.hex()], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    token_at, held_at = (int(x) for x in proc.stdout.readline().split())
+    yield proc, token, token_at, held_at
+    proc.kill()
+    proc.wait()
+
+
+def _spec(address: int, shape: list[int], stride: list[int], dtype: str = "float32") -> dict[str, object]:
+    return {"dtype": dtype, "shape": shape, "stride": stride, "address": address}
+
+
+def test_the_probe_reads_the_token_back_and_outputs_come_out_with_their_layout(holder) -> None:
+    proc, token, token_at, held_at = holder
+    memory, why = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None, why
+    expected = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192), expected)
+    # A strided view (every other column, transposed) reads as that view, and only its span is copied.
+    assert torch.equal(memory.tensor(_spec(held_at, [4, 6], [2, 8]), 96), expected[:, ::2].t())
+    memory.close()
+
+
+def test_a_span_larger_than_a_piece_is_read_piece_by_piece(holder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slot of a ring interleaved along its last axis spans far more than it holds; the judge reads such
+    # a span a piece at a time (here 40 bytes), so its own memory holds no more than a piece of it.
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    monkeypatch.setattr(remote, "PIECE", 40)
+    expected = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192), expected)
+    assert torch.equal(memory.tensor(_spec(held_at + 4, [6, 2], [8, 3]), 48), expected[:, 1:5:3])
+    assert torch.equal(memory.tensor(_spec(held_at, [48], [1]), 192), expected.reshape(-1))
+
+
+def test_the_probe_fails_where_the_token_is_not(holder) -> None:
+    proc, token, token_at, held_at = holder
+    memory, why = RunnerMemory.probe(proc.pid, held_at, token)
+    assert memory is None and "other bytes" in why
+    memory, why = RunnerMemory.probe(proc.pid, "here", token)
+    assert memory is None and "no place" in why
+
+
+def test_a_spec_beyond_what_the_output_could_span_is_refused_before_any_read(holder) -> None:
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    limit = SPAN_FACTOR * 192 + SPAN_SLACK
+    with pytest.raises(ArenaError, match="more than"):
+        memory.tensor(_spec(held_at, [limit + 1], [1], "uint8"), 192)  # spans past the limit
+    with pytest.raises(ArenaError, match="more than"):
+        memory.tensor(_spec(held_at, [1 << 30], [0]), 192)  # spans 4 bytes, holds 4 GB once made dense
+    with pytest.raises(ArenaError, match="malformed"):
+        memory.tensor(_spec(held_at, [2, 3], [1]), 192)
+
+
+def test_memory_the_runner_has_not_mapped_reads_as_the_runners_error(holder) -> None:
+    proc, token, token_at, _ = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    with pytest.raises(ArenaError, match="cannot be read"):
+        memory.tensor(_spec(4096, [16], [1]), 64)  # the first pages are never mapped
+
+
+def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
+    # Where process_vm_readv is refused (a container's seccomp profile), /proc/PID/mem, opened before
+    # any candidate code, serves instead.
+    proc, token, token_at, held_at = holder
+    probed, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert probed is not None
+    memory = RunnerMemory(proc.pid, os.open(f"/proc/{proc.pid}/mem", os.O_RDONLY), vm_readv=False)
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192),
+                       probed.tensor(_spec(held_at, [6, 8], [8, 1]), 192))
+    memory.close()
