@@ -180,3 +180,23 @@ def test_a_gpu_evaluation_moves_its_data_through_device_memory() -> None:
     verdict = evaluate("vector_add", seed, EvalOptions(target="cuda", timing=FAST))
     assert verdict.status == Status.ok, verdict.message
     assert verdict.timing_method and "device memory" in verdict.timing_method["data"], verdict.timing_method
+
+
+def test_a_warm_gpu_evaluation_takes_the_calibration_its_standby_made() -> None:
+    # The standby judge times the no-op on the warm problem's shapes before its request, with the runner it
+    # started for it (sandbox/judge/ahead.py): the request's build phase no longer holds the GPU for that.
+    import time
+
+    from sandbox.evaluator import prepare_workers, shutdown_standby_workers
+
+    options = EvalOptions(target="cuda", keep_warm=True, timing=FAST, gpu=0)  # a device lock to wait on
+    seed = load_problem("vector_add", "cuda").seed_for("cuda")
+    try:
+        evaluate("vector_add", seed, options)
+        prepare_workers("vector_add", options)
+        time.sleep(10)
+        verdict = evaluate("vector_add", seed, options)
+    finally:
+        shutdown_standby_workers()
+    assert verdict.status == Status.ok, verdict.message
+    assert "calibrated by the standby" in (verdict.timing_method or {}).get("calibration", ""), verdict.timing_method

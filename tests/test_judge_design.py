@@ -684,6 +684,7 @@ def test_a_cpu_runner_cannot_arm_kernel_work_for_after_its_stop(where: str) -> N
     # make no timer, signalfd or asynchronous I/O context; a GPU runner keeps them until its driver is
     # checked on a GPU host. Round 15: POSIX timers whose signal no thread of the stopped process takes
     # make the kernel walk every thread at each expiry (13-23 ms per batch of expiries with 4,000 threads).
+    # A userfaultfd could hold the judge's read of a CPU kernel's output (sandbox/judge/remote.py).
     from sandbox.runner import seccomp
 
     if not seccomp.program():
@@ -702,6 +703,8 @@ def test_a_cpu_runner_cannot_arm_kernel_work_for_after_its_stop(where: str) -> N
         "timer = ctypes.c_int(0)\n"
         "nr_timer = {'x86_64': 222, 'aarch64': 107}[platform.machine()]\n"
         "print('posix_timer', libc.syscall(nr_timer, 1, None, ctypes.byref(timer)) >= 0, ctypes.get_errno())\n"
+        "nr_uffd = {'x86_64': 323, 'aarch64': 282}[platform.machine()]\n"
+        "print('userfaultfd', libc.syscall(nr_uffd, 1) >= 0, ctypes.get_errno())  # UFFD_USER_MODE_ONLY\n"
         "if platform.machine() == 'x86_64':\n"
         "    print('x32', libc.syscall(0x40000000 | 39), ctypes.get_errno())  # x32's getpid\n"
         "time.sleep(0.01); print('sleep ok')\n"
@@ -709,7 +712,7 @@ def test_a_cpu_runner_cannot_arm_kernel_work_for_after_its_stop(where: str) -> N
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
     assert "sleep ok" in out, out
     if where == "cpu":
-        for call in ("timerfd", "signalfd", "aio", "posix_timer"):
+        for call in ("timerfd", "signalfd", "aio", "posix_timer", "userfaultfd"):
             assert f"{call} False {errno.EPERM}" in out, out
     else:
         assert "timerfd True" in out and "signalfd True" in out and "posix_timer True" in out, out

@@ -55,6 +55,7 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_huge_output_spec", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_unreadable_tree", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_nested_json", "check", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_output_unmapped", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound

@@ -202,8 +202,15 @@ class Evaluation:
         self.result["integrity"]["protections"]["tasks"] = (
             f"at most {TASK_LIMIT} processes and threads (the runner's task group)" if runner.tasks is not None
             else "not capped (no task group here)")
-        self.judge = Judge(problem=problem, device=device, session=runner, policy=policy, threads=threads,
-                           resident_inputs=self.request.get("resident_inputs"))
+        ahead = self.warm.pop("ahead", None) if warm else None
+        if ahead is not None and ahead.serves(runner, device, threads, self.request.get("resident_inputs")):
+            self.judge = ahead.judge  # its runner calibrated by the standby, before any candidate (`ahead`)
+        else:
+            if ahead is not None:
+                ahead.discard()
+                ahead = None
+            self.judge = Judge(problem=problem, device=device, session=runner, policy=policy, threads=threads,
+                               resident_inputs=self.request.get("resident_inputs"))
         self.judge.deadline = time.monotonic() + float(self.limits["build"])
         self.judge._ensure(1 << 20)
         if device == "cpu" and self.judge.resident_inputs:
@@ -237,7 +244,12 @@ class Evaluation:
             self.base_judge.sampler = base_watch
         footprint = Footprint.of(policy.forbidden_libraries)  # forbidden libraries' pages the runner maps
         try:
-            calibrations = self._calibrate(problem, device, self.judge) if self.mode == "full" else {}
+            done = ahead.calibrations if ahead is not None else {}
+            calibrations = self._calibrate(problem, device, self.judge, done) if self.mode == "full" else {}
+            if done and self.mode == "full" and isinstance(self.result.get("timing_method"), dict):
+                self.result["timing_method"]["calibration"] = (
+                    f"{len(done)} of {len(calibrations)} shapes calibrated by the standby before the request, "
+                    "with no candidate in its runner yet")
             self._base_calibrations = self._calibrate(problem, device, self.base_judge) if self.base_judge else {}
             if footprint is not None:  # what the runner's own paths mapped, once they all ran
                 footprint.start(runner.proc.pid)
@@ -299,15 +311,19 @@ class Evaluation:
             self.result["environment"] = dict(self.environment) or envinfo.collect(device)
         return device
 
-    def _calibrate(self, problem: Any, device: str, judge: Judge) -> dict[str, Any]:
-        """Before any candidate code exists in the runner: its no-op path is still the trusted one."""
-        calibrations = {}
+    def _calibrate(self, problem: Any, device: str, judge: Judge, done: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """Before any candidate code exists in the runner: its no-op path is still the trusted one. Shapes
+        in `done` were calibrated ahead, by the standby (`ahead`)."""
+        calibrations = dict(done or {})
         for params in problem.benchmarks:
+            if problem.shape_label(params) in calibrations:
+                continue
             shape = shapes.prepare(judge, params)
             calibrations[shape.key] = timed.calibrate(judge, shape)
             shapes.release(judge, shape)
             del shape
-            _free_device_memory(device)
+            shapes.free_device_memory(device)
         return calibrations
 
     def _load_base(self, problem: Any, base: Path) -> None:
@@ -480,7 +496,7 @@ class Evaluation:
             else:
                 reference = None
             shape.bases = []
-            _free_device_memory(device)
+            shapes.free_device_memory(device)
             flops, nbytes = problem.roofline.at(params)
             sol = profile.sol_seconds(flops, nbytes, problem.roofline.compute) if profile else None
             sol_us = sol * 1e6 if sol else None
@@ -529,14 +545,6 @@ def _limit_reached(session: RunnerSession) -> str:
     if session.tasks_exceeded():
         return f"the runner tried to have more than {TASK_LIMIT} processes and threads at once (the ones past it were refused)"
     return ""
-
-
-def _free_device_memory(device: str) -> None:
-    """The judge and the runner share one GPU: what the judge no longer holds goes back to the driver."""
-    if device != "cpu":
-        import torch
-
-        torch.cuda.empty_cache()
 
 
 def _gpu_profile() -> Any:

@@ -116,8 +116,28 @@ def _stand_by() -> None:
         else:
             device = "device busy until the request came: its device step is the request's"
         print(f"standby: host warm-up {host_s:.2f} s; {device}", file=sys.stderr, flush=True)
+        _calibrate_ahead()
     except Exception:  # noqa: BLE001 - the request meets the same error and reports it
         traceback.print_exc()
+
+
+def _calibrate_ahead() -> None:
+    """The warm problem's shapes calibrated with the warm runner, before any candidate exists (`ahead`):
+    on a GPU, where nothing samples the runner, shape by shape while the device is idle."""
+    from sandbox import integrity
+    from sandbox.devicelock import device_idle
+    from sandbox.judge import ahead, libwatch
+
+    runner, problem = _WARM.get("runner"), _WARM.get("problem")
+    if runner is None or problem is None or not _has_gpu() or libwatch.available():
+        return
+    start = time.perf_counter()
+    made = ahead.calibrate(problem, _device_for(str(_WARM.get("target")), "full"), runner,
+                           integrity.Policy.from_dict(problem.integrity), time.monotonic() + 300.0,
+                           lambda: device_idle(give_up=_request_waiting))
+    _WARM["ahead"] = made
+    print(f"standby: {len(made.calibrations)} of {len(problem.benchmarks)} shapes calibrated ahead in "
+          f"{time.perf_counter() - start:.2f} s", file=sys.stderr, flush=True)
 
 
 def _describe_device() -> None:

@@ -118,6 +118,14 @@ def release(judge: Judge, shape: Shape) -> None:
         judge.session.bases(shape.key, [], shape.buffers, judge.deadline)
 
 
+def free_device_memory(device: str) -> None:
+    """The judge and the runner share one GPU: what the judge no longer holds goes back to the driver."""
+    if device != "cpu":
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def hand_over(judge: Judge, shape: Shape) -> None:
     from sandbox.shared.arena import Layout, decode, encode
 

@@ -67,7 +67,11 @@ class _Abi:
     mask: int
     refused: tuple[int, ...]
     socket: int
-    # timerfd_create, timerfd_settime(64), signalfd(4), io_setup, io_submit, timer_create
+    # timerfd_create, timerfd_settime(64), signalfd(4), io_setup, io_submit, timer_create; then the CPU runner's
+    # other refusals (ptrace, process_vm_writev, userfaultfd). userfaultfd: the judge reads a CPU kernel's outputs
+    # from the runner's memory while its sandbox is stopped (sandbox/judge/remote.py), and a range registered with
+    # a fault handler that is stopped would hold that read for good, where the host lets unprivileged processes
+    # handle the kernel's own faults (vm.unprivileged_userfaultfd).
     deferred: tuple[int, ...] = ()
     # mprotect and pkey_mprotect (refused with PROT_EXEC), mmap (refused with PROT_WRITE and PROT_EXEC)
     protect: tuple[int, ...] = ()
@@ -93,14 +97,14 @@ _ABIS: dict[str, list[_Abi]] = {
     # ptrace (101; i386 26) and process_vm_writev (311; i386 348) on the CPU: a forked child that attaches to
     # the runner writes its code pages whatever their protection (round 19, PTRACE_POKEDATA).
     "x86_64": [_Abi(0xC000003E, 0xBFFFFFFF, (248, 249, 250, 298, *_IO_URING), 41,
-                    (283, 286, 282, 289, 206, 209, 222, 101, 311), (10, 329), (9,), (56, 435, 25), (203,), (28,)),
+                    (283, 286, 282, 289, 206, 209, 222, 101, 311, 323), (10, 329), (9,), (56, 435, 25), (203,), (28,)),
                _Abi(0x40000003, 0xFFFFFFFF, (286, 287, 288, 102, 336, *_IO_URING), 359,
-                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348), (125, 380), (192,), (120, 435, 163), (241,),
+                    (322, 325, 411, 321, 327, 245, 248, 259, 90, 26, 348, 374), (125, 380), (192,), (120, 435, 163), (241,),
                     (219,))],
-    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271),
+    "aarch64": [_Abi(0xC00000B7, 0xFFFFFFFF, (217, 218, 219, 241, *_IO_URING), 198, (85, 86, 74, 0, 2, 107, 117, 271, 282),
                      (226, 288), (222,), (220, 435, 216), (122,), (233,)),
                 _Abi(0x40000028, 0xFFFFFFFF, (309, 310, 311, 364, *_IO_URING), 281,  # arm32 compat
-                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377), (125, 394), (192,), (120, 435, 163), (241,),
+                     (350, 353, 411, 349, 355, 243, 246, 257, 26, 377, 388), (125, 394), (192,), (120, 435, 163), (241,),
                      (220,))],
 }
 
