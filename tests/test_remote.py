@@ -103,10 +103,3 @@ def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
     assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192),
                        probed.tensor(_spec(held_at, [6, 8], [8, 1]), 192))
     memory.close()
-
-
-def test_a_single_value_reads_as_one(holder) -> None:
-    proc, token, token_at, held_at = holder
-    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
-    assert memory is not None
-    assert memory.tensor(_spec(held_at + 12, [], []), 4).item() == 3.0

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from sandbox.shared.arena import ArenaError, contiguous_strides, parse_spec, storage_bytes
+from sandbox.shared.arena import ArenaError, parse_spec, storage_bytes
 
 # Bytes an output may hold, beyond the reference's output: the same elements in another dtype read as a wrong
 # output, not as a protocol error. And bytes its layout may span, which the judge reads piece by piece (at most
@@ -105,7 +105,7 @@ class RunnerMemory:
     def read_into(self, address: int, buffer: torch.Tensor) -> None:
         """Fill `buffer` (contiguous bytes on the CPU) from the runner's memory at `address`; OSError when
         any byte of the range is not readable there."""
-        view = buffer.reshape(-1).view(torch.uint8)
+        view = buffer.view(torch.uint8).reshape(-1)
         done, total = 0, view.numel()
         while done < total:
             if self._vm_readv:
@@ -143,12 +143,8 @@ class RunnerMemory:
         return out
 
     def _gather(self, start: int, shape: list[int], stride: list[int], out: torch.Tensor) -> None:
-        """Copy the strided view at `start` into `out` (dense, of `shape`): a dense view straight into it, any
-        other through a buffer of at most `PIECE` bytes at a time, a span larger than that cut along its
-        widest-strided dimension."""
-        if stride == contiguous_strides(shape) and out.is_contiguous():  # its bytes straight into `out`
-            self.read_into(start, out)
-            return
+        """Copy the strided view at `start` into `out` (dense, of `shape`), reading at most `PIECE` bytes at
+        a time: a span larger than that is cut along its widest-strided dimension."""
         itemsize = out.element_size()
         span = storage_bytes(shape, stride, itemsize)
         wide = [d for d in range(len(shape)) if shape[d] > 1 and stride[d] > 0]
