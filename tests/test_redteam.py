@@ -56,6 +56,13 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_unreadable_tree", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_nested_json", "check", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_output_unmapped", "check", {Status.rejected}, "protocol"),
+    # ... a description the judge would read 32 TiB for, or 70,000 copies of: one budget per output
+    ("channel", "softmax", "rt_channel_output_read_amplified", "full", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_output_many_leaves", "full", {Status.rejected}, "protocol"),
+    # ... and helpers that continue the stopped runner while its outputs are read: stopped until all are
+    # (their spinning is CPU the judge sees too: `timing-contradicted` when it lands in a timed batch)
+    ("channel", "softmax", "rt_channel_sigcont_helpers", "full", {Status.rejected},
+     ("timed-output-wrong", "protocol", "timing-contradicted")),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from sandbox.judge import remote
-from sandbox.judge.remote import SPAN_FACTOR, SPAN_SLACK, RunnerMemory, new_token
+from sandbox.judge.remote import READ_FACTOR, READ_SLACK, SPAN_FACTOR, SPAN_SLACK, ReadBudget, RunnerMemory, new_token
 from sandbox.shared.arena import ArenaError
 
 # A process that holds a token and a 6x8 float32 tensor 0..47, says where both lie, and waits.
@@ -45,9 +45,9 @@ def test_the_probe_reads_the_token_back_and_outputs_come_out_with_their_layout(h
     memory, why = RunnerMemory.probe(proc.pid, token_at, token)
     assert memory is not None, why
     expected = torch.arange(48, dtype=torch.float32).reshape(6, 8)
-    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192), expected)
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), ReadBudget(192)), expected)
     # A strided view (every other column, transposed) reads as that view, and only its span is copied.
-    assert torch.equal(memory.tensor(_spec(held_at, [4, 6], [2, 8]), 96), expected[:, ::2].t())
+    assert torch.equal(memory.tensor(_spec(held_at, [4, 6], [2, 8]), ReadBudget(96)), expected[:, ::2].t())
     memory.close()
 
 
@@ -59,9 +59,9 @@ def test_a_span_larger_than_a_piece_is_read_piece_by_piece(holder, monkeypatch: 
     assert memory is not None
     monkeypatch.setattr(remote, "PIECE", 40)
     expected = torch.arange(48, dtype=torch.float32).reshape(6, 8)
-    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192), expected)
-    assert torch.equal(memory.tensor(_spec(held_at + 4, [6, 2], [8, 3]), 48), expected[:, 1:5:3])
-    assert torch.equal(memory.tensor(_spec(held_at, [48], [1]), 192), expected.reshape(-1))
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), ReadBudget(192)), expected)
+    assert torch.equal(memory.tensor(_spec(held_at + 4, [6, 2], [8, 3]), ReadBudget(48)), expected[:, 1:5:3])
+    assert torch.equal(memory.tensor(_spec(held_at, [48], [1]), ReadBudget(192)), expected.reshape(-1))
 
 
 def test_the_probe_fails_where_the_token_is_not(holder) -> None:
@@ -78,11 +78,13 @@ def test_a_spec_beyond_what_the_output_could_span_is_refused_before_any_read(hol
     assert memory is not None
     limit = SPAN_FACTOR * 192 + SPAN_SLACK
     with pytest.raises(ArenaError, match="more than"):
-        memory.tensor(_spec(held_at, [limit + 1], [1], "uint8"), 192)  # spans past the limit
+        memory.tensor(_spec(held_at, [limit + 1], [1], "uint8"), ReadBudget(192))  # holds past the limit
+    with pytest.raises(ArenaError, match="spans"):
+        memory.tensor(_spec(held_at, [2], [READ_FACTOR * 192 + READ_SLACK]), ReadBudget(192))  # spans past it
     with pytest.raises(ArenaError, match="more than"):
-        memory.tensor(_spec(held_at, [1 << 30], [0]), 192)  # spans 4 bytes, holds 4 GB once made dense
+        memory.tensor(_spec(held_at, [1 << 30], [0]), ReadBudget(192))  # spans 4 bytes, holds 4 GB once made dense
     with pytest.raises(ArenaError, match="malformed"):
-        memory.tensor(_spec(held_at, [2, 3], [1]), 192)
+        memory.tensor(_spec(held_at, [2, 3], [1]), ReadBudget(192))
 
 
 def test_memory_the_runner_has_not_mapped_reads_as_the_runners_error(holder) -> None:
@@ -90,7 +92,7 @@ def test_memory_the_runner_has_not_mapped_reads_as_the_runners_error(holder) -> 
     memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
     assert memory is not None
     with pytest.raises(ArenaError, match="cannot be read"):
-        memory.tensor(_spec(4096, [16], [1]), 64)  # the first pages are never mapped
+        memory.tensor(_spec(4096, [16], [1]), ReadBudget(64))  # the first pages are never mapped
 
 
 def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
@@ -100,6 +102,34 @@ def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
     probed, _ = RunnerMemory.probe(proc.pid, token_at, token)
     assert probed is not None
     memory = RunnerMemory(proc.pid, os.open(f"/proc/{proc.pid}/mem", os.O_RDONLY), vm_readv=False)
-    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), 192),
-                       probed.tensor(_spec(held_at, [6, 8], [8, 1]), 192))
+    assert torch.equal(memory.tensor(_spec(held_at, [6, 8], [8, 1]), ReadBudget(192)),
+                       probed.tensor(_spec(held_at, [6, 8], [8, 1]), ReadBudget(192)))
     memory.close()
+
+
+def test_one_outputs_tensors_share_one_budget(holder) -> None:
+    # Red-team round 30 returned 70,000 references to one tensor, each within the limits alone; the
+    # judge's copies filled its memory. An output's tensors together may hold SPAN_FACTOR times its bytes.
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    budget = ReadBudget(192)
+    for _ in range((SPAN_FACTOR * 192 + SPAN_SLACK) // 192):
+        memory.tensor(_spec(held_at, [6, 8], [8, 1]), budget)
+    with pytest.raises(ArenaError, match="holds"):
+        memory.tensor(_spec(held_at, [6, 8], [8, 1]), budget)
+
+
+def test_a_layout_read_again_and_again_stops_at_the_read_budget(holder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cut into pieces along its widest stride, a view whose other strides overlap reads most of its span
+    # once per piece (red-team round 30: 32 TiB from a spec within both single limits). Every byte read
+    # is charged: here pieces of 8 bytes over a 24-byte span, 2**6 of them.
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    monkeypatch.setattr(remote, "PIECE", 8)
+    monkeypatch.setattr(remote, "READ_FACTOR", 1)
+    monkeypatch.setattr(remote, "READ_SLACK", 100)
+    spec = _spec(held_at, [2] * 6 + [2], [3] * 6 + [2], "uint8")
+    with pytest.raises(ArenaError, match="past"):
+        memory.tensor(spec, ReadBudget(64))

@@ -21,6 +21,7 @@ import torch
 
 from sandbox.compare import Comparison, compare_outputs
 from sandbox.integrity import IntegrityViolation, Policy
+from sandbox.judge.remote import ReadBudget
 from sandbox.judge.session import ArenaRefused, Call, RunnerSession
 from sandbox.problem import Problem
 from sandbox.shared.arena import Arena, DeviceArena, Layout, align, decode, encode, tensors
@@ -248,7 +249,8 @@ class Judge:
         memory = self.session.outputs if self.reads_outputs else None
         try:
             if memory is not None:
-                return decode(call.output, lambda spec: memory.tensor(spec, expected_bytes))
+                budget = ReadBudget(expected_bytes)  # the whole output's tensors together
+                return decode(call.output, lambda spec: memory.tensor(spec, budget))
             return decode(call.output, lambda spec: self._within_arena(spec).to(self.device, copy=True))
         except ValueError as exc:
             raise IntegrityViolation("protocol", f"the runner described its output impossibly: {exc}") from exc

@@ -450,18 +450,39 @@ class RunnerSession:
         returns, and the judge's later requests need them awake."""
         if self.gpu or self.host_pid is None:
             return self.cpu_seconds()
-        try:
-            os.killpg(self.host_pid, signal.SIGSTOP)
-        except (ProcessLookupError, PermissionError):
-            pass
-        pids = self._sandbox_pids()
-        for pid in pids:
+        return self._used(self._stop_all())
+
+    def _stop_all(self, wait_s: float = 0.5, settle_s: float = 0.002) -> list[int]:
+        """Stop signals to the sandbox's processes, pass after pass, until one pass finds every thread of
+        them stopped (or `wait_s` is over); the processes. A process of the sandbox not yet stopped can
+        continue one that was: red-team round 30 kept 16 helpers in sessions of their own sending SIGCONT
+        to the runner as each answer went out, and the runner ran on for milliseconds while its outputs
+        were read. Once every process is stopped at once, none is left to continue another. An honest
+        sandbox is stopped in the first pass (under 2 ms); one whose processes keep continuing each other
+        for `wait_s` broke the protocol."""
+        assert self.host_pid is not None
+        deadline = time.monotonic() + wait_s
+        while True:
             try:
-                os.kill(pid, signal.SIGSTOP)
+                os.killpg(self.host_pid, signal.SIGSTOP)
             except (ProcessLookupError, PermissionError):
-                continue
-            self._frozen.append(pid)
-        return self._used(pids)
+                pass
+            pids = self._sandbox_pids()
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    continue
+                if pid not in self._frozen:
+                    self._frozen.append(pid)
+            settled = time.monotonic() + settle_s
+            while not (stopped := procs.all_stopped(pids)) and time.monotonic() < settled:
+                time.sleep(0.0002)
+            if stopped:
+                return pids
+            if time.monotonic() >= deadline:
+                raise RunnerBroke(f"the runner's processes kept running for {wait_s:g} s after its answer, stopped again "
+                                  "and again: its outputs cannot be read while nothing of the candidate runs")
 
     def _thaw(self) -> None:
         if not self._frozen:
