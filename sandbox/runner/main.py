@@ -73,8 +73,6 @@ class Runner:
         self.copy_outputs = False
         self.overwritten: set[Any] = set()
         self.prepared: dict[Any, Any] = {}  # a GPU batch's inputs, built before its first call (`_prepare`)
-        # A batch's answers whose outputs it has yet to commit to (`_commit`); None outside a batch.
-        self.uncommitted: list[tuple[dict[str, Any], Any]] | None = None
         self._placing: Any = None  # where an output already in its region is copied to (`_output_placer`)
         self._token: Any = None  # the judge's probe of this process's memory (`on_setup`)
 
@@ -233,35 +231,18 @@ class Runner:
         self.prepared = self._prepare(items)
         prepared = time.perf_counter_ns()
         durations = []
-        self.uncommitted = []
-        try:
-            for item in items:
-                entered = time.perf_counter_ns()
-                answer = self.on_call(item, fds)
-                durations.append(time.perf_counter_ns() - entered)
-                results.append(answer)
-                if answer.get("op") == "error":
-                    break
-            self._commit(self.uncommitted)
-        finally:
-            self.uncommitted = None
+        for item in items:
+            entered = time.perf_counter_ns()
+            answer = self.on_call(item, fds)
+            durations.append(time.perf_counter_ns() - entered)
+            results.append(answer)
+            if answer.get("op") == "error":
+                break
         for answer in results:
             if answer.get("i") in self.overwritten:
                 answer["overwritten"] = True
         said = [prepared - began, sum(durations), max(durations, default=0), time.perf_counter_ns() - began]
         return {"op": "batch_done", "results": results, "batch_us": [round(t / 1e3, 1) for t in said]}
-
-    @staticmethod
-    def _commit(uncommitted: list[tuple[dict[str, Any], Any]]) -> None:
-        """The digests of a batch's outputs on recipes, each folded as its call returned, brought to the
-        host together once the last call returned (one wait for the device, not one per call:
-        `blend.seal`), before the batch answers."""
-        from sandbox.shared.blend import seal
-
-        if not uncommitted:
-            return
-        for (answer, _), committed in zip(uncommitted, seal([folded for _, folded in uncommitted]), strict=True):
-            answer["digest"] = committed
 
     def _keep(self, out: Any) -> tuple[Any, bool]:
         """The output to keep for the judge, and whether it is a copy: a copy once this kernel was seen
@@ -358,22 +339,16 @@ class Runner:
             us, out = self._timed(fn, data)
             if "recipe" in request:
                 from sandbox.shared.arena import tensors
-                from sandbox.shared.blend import digest, fold_now
+                from sandbox.shared.blend import digest
 
                 returned = time.perf_counter_ns()
                 out, copied = self._keep(out)
                 self.kept[index], self.kept_inputs[index] = out, data
                 found = [t for _, t in tensors(out)]
-                answer = {"op": "done", "i": index, "us": us, "digest": "none", "structure": encode(out, _describe),
-                          "copied": copied}
-                if self.uncommitted is not None and found:
-                    # Folded now, as the call returned; brought to the host with the batch's others (`_commit`).
-                    self.uncommitted.append((answer, fold_now(found)))
-                elif found:
-                    answer["digest"] = digest(found)
+                committed = digest(found) if found else "none"
                 steps = [called - entered, returned - called, time.perf_counter_ns() - returned]
-                answer["steps_us"] = [t / 1e3 for t in steps]
-                return answer  # the same dict `_commit` writes the digest into
+                return {"op": "done", "i": index, "us": us, "digest": committed,
+                        "structure": encode(out, _describe), "copied": copied, "steps_us": [t / 1e3 for t in steps]}
             tree = encode(out, self._output_placer(request["out"], data))
         except ArenaError as exc:
             return {"op": "error", "i": index, "message": f"output cannot be returned: {exc}"}

@@ -147,55 +147,16 @@ def digest(tensors: list[torch.Tensor]) -> str:
     would have to meet all 64 exactly. On a GPU the tree is folded by sandbox/shared/fold.py, a
     launch per six levels, and the 16 KB copied to the host.
     """
-    return digests([tensors])[0]
-
-
-def digests(groups: list[list[torch.Tensor]]) -> list[str]:
-    """`digest` of each group of tensors, with one copy to the host for them all (`seal`)."""
-    return seal([fold_now(tensors) for tensors in groups])
-
-
-class Folded:
-    """A group of tensors folded where they lie (`fold_now`), not yet brought to the host: each tensor's
-    folded tree and leftover bytes, copies that later writes to the tensors do not change."""
-
-    def __init__(self) -> None:
-        self.pieces: list[torch.Tensor] = []
-        self.lengths: list[int] = []  # per tensor: its bytes
-
-
-def fold_now(tensors: list[torch.Tensor]) -> Folded:
-    """The first half of `digest`: the tensors' trees folded now, in the device's order, so that a
-    later write to them (the next call's) lands after the fold whenever the digest is read."""
-    folded = Folded()
+    parts = []
     for tensor in tensors:
         raw = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
         full = raw.numel() // (8 * LANES) * (8 * LANES)
-        head = torch.empty(0, dtype=torch.uint8, device=raw.device)
+        head = b""
         if full:
             words = raw[:full]
             if words.data_ptr() % 8:
                 words = words.clone()
-            head = _tree(words.view(torch.int64).view(-1, LANES)).contiguous().reshape(-1).view(torch.uint8)
-        folded.pieces += [head, raw[full:].clone()]
-        folded.lengths.append(raw.numel())
-    return folded
-
-
-def seal(groups: list[Folded]) -> list[str]:
-    """The second half of `digest`, for many groups at once: every folded tree and leftover byte brought
-    to the host in one copy, then hashed. On a GPU each copy to the host waits for the device: a copy per
-    output put one wait more on every timed call of a runner's batch, and with its launch and allocation
-    took about half of the runner's own time around an 8 MB output on an H100, noise the judge's clock
-    then had to allow for."""
-    pieces = [p for group in groups for p in group.pieces]
-    host = _host_bytes(torch.cat([p.to(pieces[0].device) for p in pieces])) if pieces else b""
-    found, at = [], 0
-    for group in groups:
-        parts = []
-        for k, length in enumerate(group.lengths):
-            size = group.pieces[2 * k].numel() + group.pieces[2 * k + 1].numel()
-            chunk, at = host[at:at + size], at + size
-            parts.append(hashlib.sha256(chunk + length.to_bytes(8, "little")).hexdigest()[:32])
-        found.append("/".join(parts))
-    return found
+            head = _host_bytes(_tree(words.view(torch.int64).view(-1, LANES)))
+        tail = _host_bytes(raw[full:])
+        parts.append(hashlib.sha256(head + tail + raw.numel().to_bytes(8, "little")).hexdigest()[:32])
+    return "/".join(parts)
