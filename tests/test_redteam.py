@@ -60,9 +60,9 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_output_read_amplified", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_output_many_leaves", "full", {Status.rejected}, "protocol"),
     # ... and helpers that continue the stopped runner while its outputs are read: stopped until all are
-    # (their spinning is CPU the judge sees too: `timing-contradicted` when it lands in a timed batch)
+    # (their spinning is CPU the judge sees too: `timing-contradicted` in a timed batch, `work-after-return` after)
     ("channel", "softmax", "rt_channel_sigcont_helpers", "full", {Status.rejected},
-     ("timed-output-wrong", "protocol", "timing-contradicted")),
+     ("timed-output-wrong", "protocol", "timing-contradicted", "work-after-return")),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     ("channel", "softmax", "rt_channel_zero_copy_underreport", "full", {Status.rejected}, "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound

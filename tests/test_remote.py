@@ -107,12 +107,13 @@ def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
     memory.close()
 
 
-def test_one_outputs_tensors_share_one_budget(holder) -> None:
+def test_one_outputs_tensors_share_one_budget(holder, monkeypatch: pytest.MonkeyPatch) -> None:
     # Red-team round 30 returned 70,000 references to one tensor, each within the limits alone; the
     # judge's copies filled its memory. An output's tensors together may hold SPAN_FACTOR times its bytes.
     proc, token, token_at, held_at = holder
     memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
     assert memory is not None
+    monkeypatch.setattr(remote, "LEAF_CHARGE", 1)  # what is held runs out first
     budget = ReadBudget(192)
     for _ in range((SPAN_FACTOR * 192 + SPAN_SLACK) // 192):
         memory.tensor(_spec(held_at, [6, 8], [8, 1]), budget)
@@ -123,7 +124,7 @@ def test_one_outputs_tensors_share_one_budget(holder) -> None:
 def test_a_layout_read_again_and_again_stops_at_the_read_budget(holder, monkeypatch: pytest.MonkeyPatch) -> None:
     # Cut into pieces along its widest stride, a view whose other strides overlap reads most of its span
     # once per piece (red-team round 30: 32 TiB from a spec within both single limits). Every byte read
-    # is charged: here pieces of 8 bytes over a 24-byte span, 2**6 of them.
+    # is charged: here pieces of 8 bytes over a 21-byte span, 2**6 of them.
     proc, token, token_at, held_at = holder
     memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
     assert memory is not None
@@ -133,3 +134,17 @@ def test_a_layout_read_again_and_again_stops_at_the_read_budget(holder, monkeypa
     spec = _spec(held_at, [2] * 6 + [2], [3] * 6 + [2], "uint8")
     with pytest.raises(ArenaError, match="past"):
         memory.tensor(spec, ReadBudget(64))
+
+
+def test_each_read_is_charged_at_least_a_floor(holder) -> None:
+    # Cut into tiny pieces, a layout would cost a system call per byte within the budget; each read costs
+    # at least LEAF_CHARGE, so an output's reads are few whatever their sizes.
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    budget = ReadBudget(192)
+    reads = (READ_FACTOR * 192 + READ_SLACK) // remote.LEAF_CHARGE
+    for _ in range(reads):
+        memory.tensor(_spec(held_at, [1], [1]), budget)
+    with pytest.raises(ArenaError, match="past"):
+        memory.tensor(_spec(held_at, [1], [1]), budget)

@@ -108,6 +108,37 @@ def cpu_seconds(pids: list[int]) -> float:
     return seconds
 
 
+# Thread states that run no code of the process: stopped (by a signal, by a tracer), gone, or inside the kernel in a
+# wait no signal breaks (a vfork's parent waits there for its child), out of which the stop still pending lands.
+_STILL = frozenset("TtZXD")
+
+
+def threads(pids: list[int]) -> dict[int, tuple[str, int]]:
+    """Every thread of these processes, by thread id: its state letter and the nanoseconds it has run
+    (/proc/PID/task/TID/schedstat; -1 where unreadable). A thread that ran at all between two readings has
+    a larger second figure."""
+    found: dict[int, tuple[str, int]] = {}
+    for pid in pids:
+        for task in glob.glob(f"/proc/{pid}/task/*"):
+            try:
+                with open(f"{task}/stat") as stat:
+                    state = stat.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            try:
+                with open(f"{task}/schedstat") as sched:
+                    ran = int(sched.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                ran = -1
+            found[int(task.rsplit("/", 1)[1])] = (state, ran)
+    return found
+
+
+def still(found: dict[int, tuple[str, int]]) -> bool:
+    """Whether no thread of a `threads` reading can run code of its own."""
+    return all(state in _STILL for state, _ in found.values())
+
+
 def all_stopped(pids: list[int]) -> bool:
     """Whether every thread of these processes has stopped (or exited): a stop signal lands on each
     thread asynchronously, and a thread inside a system call that does not look for signals runs on."""

@@ -32,6 +32,9 @@ SPAN_SLACK = 1 << 20
 READ_FACTOR = 64
 READ_SLACK = 64 << 20
 PIECE = 16 << 20
+# What each read is charged at least: a layout cut into many tiny pieces would otherwise cost the judge a system call
+# per byte within the budget (2^27 one-byte reads for a view of 27 dimensions of two elements, strides past a piece).
+LEAF_CHARGE = 64 << 10
 TOKEN_BYTES = 32
 
 
@@ -149,7 +152,7 @@ class RunnerMemory:
         span = storage_bytes(shape, stride, itemsize)
         wide = [d for d in range(len(shape)) if shape[d] > 1 and stride[d] > 0]
         if span <= PIECE or not wide:
-            budget.read(span)
+            budget.read(max(span, LEAF_CHARGE))
             raw = torch.empty(span, dtype=torch.uint8)
             self.read_into(start, raw)
             out.copy_(raw.view(out.dtype).as_strided(shape, stride))

@@ -453,15 +453,17 @@ class RunnerSession:
         return self._used(self._stop_all())
 
     def _stop_all(self, wait_s: float = 0.5, settle_s: float = 0.002) -> list[int]:
-        """Stop signals to the sandbox's processes, pass after pass, until one pass finds every thread of
-        them stopped (or `wait_s` is over); the processes. A process of the sandbox not yet stopped can
-        continue one that was: red-team round 30 kept 16 helpers in sessions of their own sending SIGCONT
-        to the runner as each answer went out, and the runner ran on for milliseconds while its outputs
-        were read. Once every process is stopped at once, none is left to continue another. An honest
-        sandbox is stopped in the first pass (under 2 ms); one whose processes keep continuing each other
-        for `wait_s` broke the protocol."""
+        """Stop signals to the sandbox's processes, pass after pass, until the sandbox is seen still twice over
+        (`_agree`); the processes. A process of the sandbox not yet stopped can continue one that was:
+        red-team round 30 kept 16 helpers in sessions of their own sending SIGCONT to the runner as each answer
+        went out, and the runner ran on for milliseconds while its outputs were read. An honest sandbox is still
+        after the first pass (under 2 ms). One whose threads were seen stopped and then running again, still so
+        after `wait_s`, broke the protocol; a thread that only stays in the kernel that long (a vfork's parent
+        whose child was stopped before it could exec) is no such evidence, and the stop stands as it is."""
         assert self.host_pid is not None
         deadline = time.monotonic() + wait_s
+        stopped_once: set[int] = set()
+        continued = False
         while True:
             try:
                 os.killpg(self.host_pid, signal.SIGSTOP)
@@ -476,13 +478,23 @@ class RunnerSession:
                 if pid not in self._frozen:
                     self._frozen.append(pid)
             settled = time.monotonic() + settle_s
-            while not (stopped := procs.all_stopped(pids)) and time.monotonic() < settled:
+            while True:
+                readings = [procs.threads(pids)]
+                if procs.still(readings[0]):
+                    readings.append(procs.threads(self._sandbox_pids()))  # the processes listed again
+                for found in readings:
+                    continued |= any(tid in stopped_once for tid, (state, _) in found.items() if state in "RS")
+                    stopped_once |= {tid for tid, (state, _) in found.items() if state in "Tt"}
+                if len(readings) == 2 and _agree(*readings):
+                    return pids
+                if time.monotonic() >= settled:
+                    break
                 time.sleep(0.0002)
-            if stopped:
-                return pids
             if time.monotonic() >= deadline:
-                raise RunnerBroke(f"the runner's processes kept running for {wait_s:g} s after its answer, stopped again "
-                                  "and again: its outputs cannot be read while nothing of the candidate runs")
+                if continued:
+                    raise RunnerBroke(f"the runner's processes kept continuing each other for {wait_s:g} s after its "
+                                      "answer: its outputs cannot be read while nothing of the candidate runs")
+                return pids
 
     def _thaw(self) -> None:
         if not self._frozen:
@@ -649,3 +661,13 @@ def runner_host_pid(top: int) -> int | None:
         if b"sandbox.runner.main" in cmdline and not cmdline.startswith(b"bwrap") and b"/bwrap" not in cmdline.split(b"\0")[0]:
             return pid
     return None
+
+
+def _agree(first: dict[int, tuple[str, int]], second: dict[int, tuple[str, int]]) -> bool:
+    """Two readings of a sandbox's threads (`procs.threads`) show it still: the same threads, none able to run,
+    none having run between the two. Read one after another, threads can take turns: a helper read as stopped
+    may have continued the runner, read earlier, just before it stopped itself. Any thread that ran between its
+    two readings has run longer in the second, and one that ran after its second reading was continued by one
+    that ran before its own."""
+    return second.keys() == first.keys() and procs.still(first) and procs.still(second) and all(
+        second[tid][1] == first[tid][1] for tid in first)
