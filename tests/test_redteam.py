@@ -228,15 +228,19 @@ def test_an_output_written_into_its_place_in_the_arena_gains_nothing() -> None:
     # Red-team rounds 23 and 26: writing the output where the runner would copy it, and then replacing the
     # runner's charge for it, skipped a copy every other kernel's figure held (1.18-1.92 times "faster" than
     # its twin). The judge now reads outputs from the runner's memory: there is no copy left to skip, and
-    # the kernel is the twin (the same code, the runner untouched) up to the pairing's noise, which on this
-    # VM's wide shape has reached 1.32 for identical kernels.
+    # the kernel is the twin (the same code, the runner untouched) up to the pairing's noise. The skipped copy
+    # showed on the 512x1024 shape (5 of 6 runs "faster" in round 26, 1.33-1.92); the wide shape's ratio is
+    # bimodal on this VM even for identical kernels (seen at 1.32 and 1.40 "faster" in whole-suite runs).
     verdict = evaluate("softmax", ADV / "rt_channel_output_in_region.py",
                        EvalOptions(target="cpu", timing=FAST, paired_with=str(ADV / "rt_channel_output_in_region_twin.py")))
     assert verdict.status == Status.ok, _detail(verdict)
     assert verdict.integrity.protections["outputs"] == READ_OUTPUTS, verdict.integrity.protections
     said = [(b.shape, b.paired.difference if b.paired else None, b.paired.ratio if b.paired else None)
             for b in verdict.benchmarks]
-    assert all(difference != "faster" or (ratio or 0) < 1.4 for _, difference, ratio in said), said
+    gain_allowed = {"rows=512, cols=1024": 1.3}  # where the skipped copy showed; elsewhere the noise's reach
+    gained = [(shape, ratio) for shape, difference, ratio in said
+              if difference == "faster" and (ratio or 0) >= gain_allowed.get(shape, 1.6)]
+    assert not gained, said
     assert sum(difference == "faster" for _, difference, _ in said) < len(said), said
 
 
