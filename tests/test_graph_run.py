@@ -291,7 +291,8 @@ def test_a_generation_is_explained_whole_and_the_tuner_is_in_the_conversation(tm
     assert set(g1) == {"g1e0", "g1e1"} and all(e.status == "done" and e.kernel_id for e in g1.values())
     for eid, other in (("g1e0", "g1e1"), ("g1e1", "g1e0")):
         title = g1[eid].plan["title"]
-        (prompt,) = [p for p in explains if f"Plan: {title}\n" in p]
+        # Generation 2 plans under the same title; its explanation names its own siblings.
+        (prompt,) = [p for p in explains if f"Plan: {title}\n" in p and f"generation:\n- {other} (" in p]
         siblings = prompt.split("Sibling experiments of this generation:\n", 1)[1]
         assert siblings.startswith(f"- {other} ({g1[other].kind}) ") and f": {g1[other].kernel_id} " in siblings
         assert re.search(r"[\d.]+x \[[\d.]+–[\d.]+\] the base (side by side|timed apart), ", siblings), siblings
