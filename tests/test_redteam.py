@@ -184,6 +184,7 @@ LEGIT = [
     ("softmax", "legit_rt_autotune"),  # variants timed on the first call
     ("softmax", "legit_rt_persistent_out"),  # one output buffer, returned by every call
     ("softmax", "legit_rt_ring_interleaved"),  # each output its own slot of a ring interleaved along the last axis
+    ("softmax", "legit_rt_pitched_rows"),  # rows 131,072 elements apart: read where they lie, not the whole span
     ("softmax", "legit_rt_prints"),
     ("softmax", "legit_rt_generator"),
     ("softmax", "legit_rt_gc_inspect"),

@@ -12,7 +12,7 @@ import torch
 
 from sandbox.judge import remote
 from sandbox.judge.remote import READ_FACTOR, READ_SLACK, SPAN_FACTOR, SPAN_SLACK, ReadBudget, RunnerMemory, new_token
-from sandbox.shared.arena import ArenaError
+from sandbox.shared.arena import ArenaError, parse_spec
 
 # A process that holds a token and a 6x8 float32 tensor 0..47, says where both lie, and waits.
 _HOLDER = """
@@ -79,8 +79,12 @@ def test_a_spec_beyond_what_the_output_could_span_is_refused_before_any_read(hol
     limit = SPAN_FACTOR * 192 + SPAN_SLACK
     with pytest.raises(ArenaError, match="more than"):
         memory.tensor(_spec(held_at, [limit + 1], [1], "uint8"), ReadBudget(192))  # holds past the limit
-    with pytest.raises(ArenaError, match="spans"):
-        memory.tensor(_spec(held_at, [2], [READ_FACTOR * 192 + READ_SLACK]), ReadBudget(192))  # spans past it
+    through_mem = RunnerMemory(proc.pid, os.open(f"/proc/{proc.pid}/mem", os.O_RDONLY), vm_readv=False)
+    with pytest.raises(ArenaError, match="to read"):  # a span read whole (no runs through /proc/PID/mem) past it
+        through_mem.tensor(_spec(held_at, [2, 2], [READ_FACTOR * 192 + READ_SLACK, 1]), ReadBudget(192))
+    through_mem.close()
+    with pytest.raises(ArenaError, match="to read"):  # neither its span nor its runs (their reads' floors) fit
+        memory.tensor(_spec(held_at, [4 << 20], [64], "uint8"), ReadBudget(1 << 20))
     with pytest.raises(ArenaError, match="more than"):
         memory.tensor(_spec(held_at, [1 << 30], [0]), ReadBudget(192))  # spans 4 bytes, holds 4 GB once made dense
     with pytest.raises(ArenaError, match="malformed"):
@@ -88,11 +92,36 @@ def test_a_spec_beyond_what_the_output_could_span_is_refused_before_any_read(hol
 
 
 def test_memory_the_runner_has_not_mapped_reads_as_the_runners_error(holder) -> None:
-    proc, token, token_at, _ = holder
+    proc, token, token_at, held_at = holder
     memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
     assert memory is not None
     with pytest.raises(ArenaError, match="cannot be read"):
         memory.tensor(_spec(4096, [16], [1]), ReadBudget(64))  # the first pages are never mapped
+    with pytest.raises(ArenaError, match="cannot be read"):  # read run by run: the second run lies past the heap
+        memory.tensor(_spec(held_at, [2, 2], [1 << 40, 1]), ReadBudget(16))
+    with pytest.raises(ArenaError, match="past any address"):
+        memory.tensor(_spec(held_at, [1 << 10], [1 << 47]), ReadBudget(1 << 12))
+
+
+def test_a_view_far_sparser_than_its_span_is_read_run_by_run(holder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Red-team round 30's softmax returned its rows at a pitch of 131,072 elements: 2 MB of elements over a
+    # 268 MB span, refused before as no output of this call. Such a view is read where its elements lie,
+    # many runs a system call (here at most 2, so one view takes several), whatever order its strides are in.
+    proc, token, token_at, held_at = holder
+    memory, _ = RunnerMemory.probe(proc.pid, token_at, token)
+    assert memory is not None
+    monkeypatch.setattr(remote, "LEAF_CHARGE", 1)  # a few bytes are cheaper read run by run
+    monkeypatch.setattr(remote, "RUN_CHARGE", 1)
+    monkeypatch.setattr(remote, "IOV_MAX", 2)
+    expected = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    budget = ReadBudget(1024)
+    left = budget.read_left
+    assert torch.equal(memory.tensor(_spec(held_at, [3, 2], [16, 1]), budget), expected[::2, :2])
+    assert left - budget.read_left == 3 * 2 * 4  # its elements' bytes, not its span's 136
+    assert torch.equal(memory.tensor(_spec(held_at + 4, [2, 3, 2], [1, 16, 2]), budget),
+                       expected[::2, 1:5].reshape(3, 2, 2).permute(2, 0, 1))
+    assert torch.equal(memory.tensor(_spec(held_at, [3, 4, 2], [16, 0, 1]), budget),
+                       expected[::2, :2].unsqueeze(1).expand(3, 4, 2))  # a broadcast dimension is read once
 
 
 def test_reading_through_proc_mem_gives_the_same_bytes(holder) -> None:
@@ -148,3 +177,11 @@ def test_each_read_is_charged_at_least_a_floor(holder) -> None:
         memory.tensor(_spec(held_at, [1], [1]), budget)
     with pytest.raises(ArenaError, match="past"):
         memory.tensor(_spec(held_at, [1], [1]), budget)
+
+
+def test_two_columns_of_a_large_intermediate_fit_one_outputs_budget() -> None:
+    # Two columns of one 4096x4096 buffer, returned as a tuple, span 64 MB each for 16 KB of elements: read
+    # whole, the pair passed the output's read budget; run by run (a page charged per element) it fits.
+    column = parse_spec(_spec(1 << 20, [4096], [4096]), "address")
+    budget = ReadBudget(2 * 4096 * 4)
+    assert 2 * remote.Runs.of(column).cost() <= budget.read_left < 2 * column.span
