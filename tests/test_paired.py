@@ -67,6 +67,38 @@ def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_a_base_that_breaks_the_protocol_while_timed_fails_alone(tmp_path: Path) -> None:
+    # A base whose runner reports each timed call as taking a second, more than the judge's clock saw the whole
+    # batch take: its protocol error ends the pairing and the base, never the candidate's verdict.
+    forger = tmp_path / "forger.py"
+    forger.write_text(_kernel(tmp_path, 1).read_text().replace("def custom_kernel(data):\n", """import sys
+
+_runner = sys.modules.get("sandbox.runner.main")
+if _runner is not None:
+    _batch = _runner.Runner.on_batch
+
+    def _over_reported(self, request, fds):
+        reply = _batch(self, request, fds)
+        for answer in reply.get("results", []) if request.get("kernel") != "noop" else []:
+            if answer.get("op") == "done":
+                answer["us"] = 1e6
+        return reply
+
+    _runner.Runner.on_batch = _over_reported
+
+
+def custom_kernel(data):
+"""))
+    verdict = _paired(_kernel(tmp_path, 1), forger)
+    assert verdict.status is Status.ok, verdict.message
+    first, *rest = verdict.benchmarks
+    assert first.paired is not None and first.paired.ratio is None and first.paired.error, first.paired
+    assert rest and all(b.paired is None for b in rest), "the shapes after it are timed alone"
+    assert any("the base kernel failed while timed" in e for e in verdict.errors), verdict.errors
+    assert verdict.summary.paired is None
+
+
+@pytest.mark.slow
 def test_a_run_crowns_a_new_leader_only_when_the_side_by_side_timing_confirms_it(tmp_path: Path) -> None:
     from graph import verify
     from graph.archive import Archive, KernelRecord, sha256_text

@@ -432,14 +432,36 @@ class Evaluation:
             shapes.hand_over(base_judge, base_shape)
 
         def paired() -> dict[str, Any]:
-            tracks = [timed.Track.start(judge, shape, calibration), timed.Track.start(base_judge, base_shape, base_calibration)]
-            out = timed.run_paired(tracks, policy)
+            candidate = timed.Track.start(judge, shape, calibration)
+            try:
+                base = timed.Track.start(base_judge, base_shape, base_calibration)
+            except timed.BASE_FAILURES as exc:
+                raise _BaseLost(f"the base failed as its timing started: {exc}") from exc
+            out = timed.run_paired([candidate, base], policy)
             return dict(out["candidate"], paired=out["paired"])
 
         try:
-            return _retry_once(paired)
-        finally:
+            stats = _retry_once(paired)
+        except _BaseLost as exc:
+            stats = dict(_retry_once(lambda: timed.run(judge, shape, policy, calibration)), paired=timed.unpaired(str(exc)))
+        try:
             shapes.release(base_judge, base_shape)
+        except timed.BASE_FAILURES as exc:
+            self._drop_base(f"its sets could not be released: {exc}")
+            return stats
+        if stats["paired"].get("error"):
+            self._drop_base(stats["paired"]["error"])
+        return stats
+
+    def _drop_base(self, why: str) -> None:
+        """A base that failed on one shape is no yardstick on the next: they are timed alone (the verdict says why)."""
+        assert self.base_judge is not None
+        self.result["errors"].append(f"the base kernel failed while timed, so the shapes after this one were timed "
+                                     f"alone: {why}")
+        self.base_judge.session.close()
+        if self.base_judge.arena is not None:
+            self.base_judge.arena.close()
+        self.base_judge = None
 
     def _time(self, problem: Any, calibrations: dict[str, Any], device: str) -> None:
         from sandbox import targets
@@ -519,6 +541,10 @@ class Evaluation:
             bound.idle_bound(self.judge.session.idle_cpu_now() - idle_start, calls_s, " over the whole timing phase")
         except IntegrityViolation as exc:
             self.reject(exc.rule, exc.reason, None)
+
+
+class _BaseLost(Exception):
+    """The paired base failed before its first round: the shape is timed alone."""
 
 
 def _retry_once(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from sandbox.integrity import IntegrityViolation
 from sandbox.judge import procs
 from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
                                  runner_steps, stayed_still, step_medians)
-from sandbox.judge.checks import Judge
-from sandbox.judge.session import Call
+from sandbox.judge.checks import CandidateFailure, Judge
+from sandbox.judge.session import Call, RunnerBroke, RunnerGone
 from sandbox.judge.shapes import SetRenewal, Shape, hand_over
 from sandbox.shared.arena import align
 from sandbox.summary import summarise
@@ -114,8 +114,6 @@ def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed:
 
 def calibrate(judge: Judge, shape: Shape) -> Calibration:
     """Batches of the trusted no-op on this shape's data: the judge's clock, less what the no-op reports."""
-    from sandbox.judge.checks import CandidateFailure
-
     overheads: list[float] = []
     cpu_overheads: list[float] = []
     said: list[Any] = []
@@ -157,8 +155,6 @@ def recalibrated(judge: Judge, shape: Shape, calibration: Calibration) -> Calibr
     session (its figures must fit in the round trip). A no-op that fails now leaves the first in force.
     On a GPU as on the CPU: there the late no-op's steps (what its runner says each took) are the ones
     shown beside the kernel's, both taken with the candidate's code loaded."""
-    from sandbox.judge.checks import CandidateFailure
-
     try:
         fresh = calibrate(judge, shape)
     except CandidateFailure:
@@ -233,8 +229,6 @@ class Track:
 
     def step(self, recipes: list[dict[str, Any]] | None = None) -> bool:
         """One batch (on these recipes, when another kernel gets the same inputs); True when it was timed."""
-        from sandbox.judge.checks import CandidateFailure
-
         judge, shape = self.judge, self.shape
         batch = _batch(judge, shape, shape.batch, recipes)
         # Once per shape the runner's code is read at a secret point of a batch (`glimpse`), within the
@@ -394,6 +388,16 @@ class HostLoad:
         return max(0.0, other) / (wall * (os.cpu_count() or 1))
 
 
+# What a paired base may do wrong while timed without its failure becoming the candidate's: fail a check or a bound,
+# raise, break the protocol (its sandbox continuing itself while its outputs were read), or die.
+BASE_FAILURES = (IntegrityViolation, CandidateFailure, RunnerBroke, RunnerGone)
+
+
+def unpaired(why: str) -> dict[str, Any]:
+    """A shape's paired figures where its base failed before any round."""
+    return {"rounds": 0, "ratio": None, "ratio_ci": None, "difference": "not measured", "error": why[:500]}
+
+
 def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True) -> dict[str, Any]:
     """Two kernels (and the reference, in the judge) timed side by side on one shape: in each round
     every kernel runs a batch on the same inputs, in an order that alternates (AB, BA, ...) so that
@@ -404,7 +408,6 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     first, second = tracks
     if first.shape.batch != second.shape.batch:
         raise ValueError("paired kernels must run batches of one size")
-    from sandbox.judge.checks import CandidateFailure
     from sandbox.summary import paired_summary
 
     started = time.perf_counter()
@@ -434,7 +437,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
                     # Paid inside the round trip it put 150-270 µs a call on honest pairs' clocks (H100).
                     track.judge.session.settle(track.judge.deadline)
                 timed.append(track.step(recipes))
-            except (IntegrityViolation, CandidateFailure) as exc:
+            except BASE_FAILURES as exc:
                 if track is first:
                     raise
                 base_failed = f"the base failed while timed: {exc}"
