@@ -59,6 +59,7 @@ CHEATS = [
     # ... a description the judge would read 32 TiB for, or 70,000 copies of: one budget per output
     ("channel", "softmax", "rt_channel_output_read_amplified", "full", {Status.rejected}, "protocol"),
     ("channel", "softmax", "rt_channel_output_many_leaves", "full", {Status.rejected}, "protocol"),
+    ("channel", "softmax", "rt_channel_output_sparse_hole", "check", {Status.rejected}, "protocol"),
     # ... and helpers that continue the stopped runner while its outputs are read: stopped until all are
     # (their spinning is CPU the judge sees too: `timing-contradicted` in a timed batch, `work-after-return` after)
     ("channel", "softmax", "rt_channel_sigcont_helpers", "full", {Status.rejected},
