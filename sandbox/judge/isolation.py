@@ -11,6 +11,7 @@ or namespaces the runner still runs, and the verdict says `not isolated`.
 
 from __future__ import annotations
 
+import csv
 import functools
 import glob
 import os
@@ -314,15 +315,17 @@ def _normal(name: str) -> str:
 
 
 def _top_level(dist: Any) -> set[Path]:
-    """The top-level entries a distribution installed in its site-packages folder."""
+    """The top-level entries a distribution installed in its site-packages folder: the first part of each
+    path of its RECORD where it has one, read as text (`dist.files` makes an object of every file: 60,000
+    of them in this project's environment took 3 s before every runner started)."""
     base = Path(str(dist.locate_file("")))
-    tops = set()
-    for file in dist.files or []:
-        parts = Path(str(file)).parts
-        if parts and parts[0] not in ("..", "/") and not parts[0].endswith((".pth", ".dist-info", ".egg-info")) \
-                and parts[0] != "__pycache__":
-            tops.add(base / parts[0])
-    return tops
+    record = dist.read_text("RECORD")
+    if record is not None:
+        firsts = {row[0].split("/", 1)[0] for row in csv.reader(record.splitlines()) if row}
+    else:
+        firsts = {str(file).split("/", 1)[0] for file in dist.files or []}
+    return {base / name for name in firsts if name and name not in ("..", "__pycache__")
+            and not name.endswith((".pth", ".dist-info", ".egg-info"))}
 
 
 def _bound_back(readable: list[Path]) -> list[str]:

@@ -28,6 +28,7 @@ import logging
 import mmap
 import os
 import re
+import stat
 import sys
 import sysconfig
 import threading
@@ -162,26 +163,37 @@ class Index:
 
 
 def library_files() -> Iterator[Path]:
-    """Every shared library a runner could read: the interpreter's packages and the system's."""
-    roots = {Path(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sys.prefix,
-                                sys.base_prefix)}
-    roots |= {Path(p) for p in sys.path if p.startswith(sys.prefix) and os.path.isdir(p)}
-    roots |= {Path(d) for d in _SYSTEM_DIRS if os.path.isdir(d)}
+    """Every shared library a runner could read: the interpreter's packages and the system's. Walked with
+    `os.scandir`, whose entries know their type: a path object per file walked had cost a second before
+    every evaluation."""
+    named = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sys.prefix, sys.base_prefix,
+             *(p for p in sys.path if p.startswith(sys.prefix)), *_SYSTEM_DIRS]
     seen: set[tuple[int, int]] = set()
-    for root in sorted(roots):
-        for folder, _dirs, files in os.walk(root):
-            for name in files:
-                if ".so" not in name:
-                    continue
-                path = Path(folder) / name
+    walked: list[str] = []  # each folder once: /lib is /usr/lib on most systems, the packages lie in the prefix
+    for root in sorted({p for p in named if os.path.isdir(p)}):
+        real = os.path.realpath(root)
+        if any(real == done or real.startswith(done.rstrip("/") + "/") for done in walked):
+            continue
+        walked.append(real)
+        folders = [root]
+        while folders:
+            try:
+                entries = list(os.scandir(folders.pop()))
+            except OSError:
+                continue
+            for entry in entries:
                 try:
-                    st = path.stat()
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                        continue
+                    if ".so" not in entry.name or entry.is_symlink():
+                        continue
+                    st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if (st.st_dev, st.st_ino) in seen or not path.is_file() or path.is_symlink():
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-                yield path
+                if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    yield Path(entry.path)
 
 
 def _identity(paths: Iterable[Path]) -> str:

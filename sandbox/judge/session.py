@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox import envinfo, native
-from sandbox.judge import cgroups, isolation, procs, remote
+from sandbox.judge import cgroups, isolation, procs
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.glimpse import Glimpses
 from sandbox.judge.procs import descendants
 from sandbox.shared import protocol
 
 if TYPE_CHECKING:
+    from sandbox.judge import remote
     from sandbox.shared.arena import Arena
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,8 @@ class RunnerSession:
               modules: dict[str, str] | None = None) -> None:
         """Hand the runner the arena (host memory: its descriptor; device memory: its IPC handle), the
         device and the problem's modules. ArenaRefused: the runner could not map a device arena."""
+        from sandbox.judge import remote  # torch with it: imported here, while the runner starts (`__init__`)
+
         self._greeting(deadline)
         self.arena = arena
         # The first setup comes before any candidate code: only then does the probe say what the host allows.
@@ -227,6 +230,8 @@ class RunnerSession:
 
     def _probe_memory(self, address: Any, token: bytes) -> None:
         """Whether the judge can read the runner's memory, where a CPU kernel's outputs then stay (`remote`)."""
+        from sandbox.judge import remote
+
         why = "the runner's process was not found"
         if self.host_pid is not None:
             self.outputs, why = remote.RunnerMemory.probe(self.host_pid, address, token)
