@@ -75,7 +75,8 @@ def main() -> None:
         memory, why = RunnerMemory.probe(holder.pid, token_at, token)
         if memory is None:
             raise SystemExit(f"the holder's memory cannot be read: {why}")
-        print("| layout | holds MB | spans MB | whole: ms, MB charged | run by run: ms, MB charged | the reader's way |")
+        print("| layout | holds MB | spans MB | whole: ms, MB charged | run by run: ms, MB charged "
+              "| the reader's way |")
         print("|---|---|---|---|---|---|")
         for name, shape, stride in LAYOUTS:
             spec = {"dtype": "float32", "shape": shape, "stride": stride, "address": held_at}
@@ -84,8 +85,8 @@ def main() -> None:
             whole = read_ms(memory, spec, "whole", args.repeats)
             by_runs = read_ms(memory, spec, "runs", args.repeats)
             way = "runs" if runs.cost() < max(layout.span, remote.LEAF_CHARGE) else "whole"
-            print(f"| {name} | {layout.nbytes / 1e6:.1f} | {layout.span / 1e6:.1f} | {whole[0]:.1f}, {whole[1] / 1e6:.1f} "
-                  f"| {by_runs[0]:.1f}, {by_runs[1] / 1e6:.1f} | {way} |")
+            print(f"| {name} | {layout.nbytes / 1e6:.1f} | {layout.span / 1e6:.1f} "
+                  f"| {whole[0]:.1f}, {whole[1] / 1e6:.1f} | {by_runs[0]:.1f}, {by_runs[1] / 1e6:.1f} | {way} |")
         memory.close()
     finally:
         holder.kill()

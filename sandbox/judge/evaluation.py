@@ -443,7 +443,8 @@ class Evaluation:
         try:
             stats = _retry_once(paired)
         except _BaseLost as exc:
-            stats = dict(_retry_once(lambda: timed.run(judge, shape, policy, calibration)), paired=timed.unpaired(str(exc)))
+            alone = _retry_once(lambda: timed.run(judge, shape, policy, calibration))
+            stats = dict(alone, paired=timed.unpaired(str(exc)))
         try:
             shapes.release(base_judge, base_shape)
         except timed.BASE_FAILURES as exc:

@@ -287,12 +287,14 @@ class ReadBudget:
     def fits(self, nbytes: int) -> None:
         if nbytes > self.read_left:
             raise ArenaError(f"an output takes {nbytes} bytes to read from the runner's memory, more than the "
-                             f"{self.read_left} left of {READ_FACTOR} times the expected output's {self.expected} bytes")
+                             f"{self.read_left} left of {READ_FACTOR} times the expected output's {self.expected} "
+                             "bytes")
 
     def read(self, nbytes: int) -> None:
         if nbytes > self.read_left:
             raise ArenaError(f"reading the output would take {nbytes} bytes more of the runner's memory, past the "
-                             f"{READ_FACTOR} times the expected output's {self.expected} bytes a call's output may span")
+                             f"{READ_FACTOR} times the expected output's {self.expected} bytes a call's output may "
+                             "span")
         self.read_left -= nbytes
 
 
