@@ -40,11 +40,11 @@ LEAF_CHARGE = 64 << 10
 # Runs one read of a sparse view gathers at most (the kernel's own limit on a vector of ranges), and the addresses
 # past any a process can map (57 bits: five-level page tables), which also keeps every offset within 64 bits.
 IOV_MAX = 1024
+ADDRESS_LIMIT = 1 << 57
 # What each run of a sparse view is charged at least: the kernel pins a page per range, so a run of a few bytes costs
 # about what copying a page does (0.75 µs a range on the 2-core VM: 1M runs of 4 bytes took 752 ms, the dense read
 # of their 256 MB span about 25 ms); such a view is read whole.
 RUN_CHARGE = 4096
-ADDRESS_LIMIT = 1 << 57
 TOKEN_BYTES = 32
 
 
