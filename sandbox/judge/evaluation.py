@@ -445,13 +445,13 @@ class Evaluation:
         except _BaseLost as exc:
             alone = _retry_once(lambda: timed.run(judge, shape, policy, calibration))
             stats = dict(alone, paired=timed.unpaired(str(exc)))
+        if stats["paired"].get("error"):  # its runner goes, and its sets with it
+            self._drop_base(stats["paired"]["error"])
+            return stats
         try:
             shapes.release(base_judge, base_shape)
         except timed.BASE_FAILURES as exc:
             self._drop_base(f"its sets could not be released: {exc}")
-            return stats
-        if stats["paired"].get("error"):
-            self._drop_base(stats["paired"]["error"])
         return stats
 
     def _drop_base(self, why: str) -> None:

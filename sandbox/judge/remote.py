@@ -157,8 +157,8 @@ class RunnerMemory:
                              "can map")
         runs = Runs.of(layout) if self._vm_readv else None
         try:
-            if runs is not None and runs.cost() < max(layout.span, LEAF_CHARGE):
-                budget.fits(runs.cost())
+            if runs is not None and (cost := runs.cost()) < max(layout.span, LEAF_CHARGE):
+                budget.fits(cost)
                 self._read_runs(runs, out, budget)
             else:
                 budget.fits(layout.span)  # every byte of the span is read at least once

@@ -393,9 +393,9 @@ class HostLoad:
 BASE_FAILURES = (IntegrityViolation, CandidateFailure, RunnerBroke, RunnerGone)
 
 
-def unpaired(why: str) -> dict[str, Any]:
-    """A shape's paired figures where its base failed before any round."""
-    return {"rounds": 0, "ratio": None, "ratio_ci": None, "difference": "not measured", "error": why[:500]}
+def unpaired(why: str, rounds: int = 0) -> dict[str, Any]:
+    """A shape's paired figures where its base failed (before any round, or after `rounds` of them)."""
+    return {"rounds": rounds, "ratio": None, "ratio_ci": None, "difference": "not measured", "error": why[:500]}
 
 
 def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True) -> dict[str, Any]:
@@ -473,7 +473,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     if reference_us:
         paired["reference_median_us"] = statistics.median(reference_us)
     if base_failed:
-        paired |= {"ratio": None, "ratio_ci": None, "difference": "not measured", "error": base_failed[:500]}
+        paired |= unpaired(base_failed, rounds)
     return {"candidate": renewal.noted(first.result()), "paired": paired}
 
 
