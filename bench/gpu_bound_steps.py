@@ -34,6 +34,8 @@ for name, variant in CASES:
         for shape, j in judges:
             steps = j.get("runner_steps_us", {})
             print(f"   {shape}: batches noop {steps.get('no-op_batches')} kernel {steps.get('kernel_batches')}")
+            print(f"   {shape}: before the load, batches noop {steps.get('no-op_batches_before_load')} "
+                  f"steps {steps.get('no-op_before_load')}")
             print(f"   {shape}: reported {j.get('reported_per_call_us')} judged {j.get('per_call_us')} "
                   f"allowed {j.get('allowed_us')} overhead {j.get('overhead_us')} spread {j.get('spread_us')} "
                   f"batch {j.get('batch')}\n      steps noop {steps.get('no-op')} kernel {steps.get('kernel')} "

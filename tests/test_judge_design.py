@@ -22,7 +22,7 @@ import torch
 
 from sandbox.integrity import IntegrityViolation
 from sandbox.judge import bound, isolation, libwatch, shapes, timed
-from sandbox.judge.bound import Calibration, bound_by_judge
+from sandbox.judge.bound import Calibration, bound_by_judge, runner_steps
 from sandbox.problem import ProblemError, load_gpumode
 from sandbox.shared import protocol
 from sandbox.shared.arena import Arena, ArenaError, Layout, decode, encode, tensors
@@ -577,6 +577,21 @@ def test_a_calibration_made_beside_the_candidate_only_ever_tightens_the_bound() 
     # Where one clock is unreadable in one calibration, the other's figures stand for it.
     blind = Calibration(batch=4, overhead_us=1200.0, spread_us=60.0, samples_us=[1200.0] * 5)
     assert timed.tightest(blind, trusted).cpu_overhead_us == 900.0
+
+
+def test_a_refusal_shows_the_no_ops_steps_before_the_candidate_loaded_and_beside_it() -> None:
+    # On a GPU host the same no-op batch was seen 20-45% dearer beside the candidate than seconds before it
+    # loaded; the bound takes the cheaper, so a refusal shows both, step by step, to say where time moved.
+    before = Calibration(batch=4, overhead_us=900.0, spread_us=10.0, samples_us=[900.0] * 5,
+                         steps_us=[1.0, 100.0, 40.0], batch_us=[[200.0, 400.0, 110.0, 800.0]])
+    beside = Calibration(batch=4, overhead_us=1300.0, spread_us=10.0, samples_us=[1300.0] * 5,
+                         steps_us=[2.0, 140.0, 55.0], batch_us=[[300.0, 560.0, 150.0, 1150.0]])
+    kept = timed.tightest(before, beside)
+    assert kept.overhead_us == 900.0
+    shown = runner_steps(kept, [], [])["runner_steps_us"]
+    assert shown["no-op"] == [2.0, 140.0, 55.0] and shown["no-op_before_load"] == [1.0, 100.0, 40.0]
+    assert shown["no-op_batches"] == [[300.0, 560.0, 150.0, 1150.0]]
+    assert shown["no-op_batches_before_load"] == [[200.0, 400.0, 110.0, 800.0]]
 
 
 def test_a_runner_cannot_report_more_time_than_its_batch_took() -> None:

@@ -77,7 +77,11 @@ def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int],
                                 "no-op": calibration.steps_us, "kernel": step_medians(said),
                                 "kernel_by_batch": [step_medians(said[a:b]) for a, b in itertools.pairwise(bounds)],
                                 "batch": BATCH_STEPS, "no-op_batches": calibration.batch_us,
-                                "kernel_batches": batches or []}}
+                                "kernel_batches": batches or [],
+                                # The first calibration's, before the candidate loaded: how far the runner's own
+                                # work moved once it had (the bound uses the cheaper of the two).
+                                "no-op_before_load": calibration.steps_before_us,
+                                "no-op_batches_before_load": calibration.batch_before_us}}
 
 
 @dataclass
@@ -94,6 +98,9 @@ class Calibration:
     # The no-op's steps as its runner said it timed them (session.Call.steps_us), medians: shown, never used.
     steps_us: list[float] | None = None
     batch_us: list[Any] = field(default_factory=list)  # what the no-op's runner said of each batch (BATCH_STEPS)
+    # The same two, from the calibration before the candidate loaded where a later one stands beside them.
+    steps_before_us: list[float] | None = None
+    batch_before_us: list[Any] = field(default_factory=list)
 
 
 def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:

@@ -168,7 +168,8 @@ def tightest(first: Calibration, later: Calibration) -> Calibration:
     wall = min((first, later), key=lambda c: c.overhead_us)
     tightened = Calibration(first.batch, wall.overhead_us, min(first.spread_us, later.spread_us), wall.samples_us,
                             steps_us=later.steps_us or first.steps_us,  # the no-op's steps beside the candidate
-                            batch_us=later.batch_us or first.batch_us)
+                            batch_us=later.batch_us or first.batch_us,
+                            steps_before_us=first.steps_us, batch_before_us=first.batch_us)
     cpu = [c for c in (first, later) if c.cpu_overhead_us is not None]
     if cpu:
         tightened.cpu_overhead_us = min(c.cpu_overhead_us or 0.0 for c in cpu)
