@@ -1082,3 +1082,54 @@ def test_the_runners_own_step_times_are_read_as_three_numbers_or_not_at_all() ->
              SimpleNamespace(steps_us=(3.0, 30.0, 300.0)), SimpleNamespace(steps_us=(2.0, 20.0, 200.0))]
     assert step_medians(calls) == [2.0, 20.0, 200.0]
     assert step_medians([SimpleNamespace(steps_us=None)]) is None
+
+
+@pytest.mark.parametrize("kind, contradicted, accepted", [("gpu", 3, True), ("gpu", 4, False), ("cpu", 1, True),
+                                                          ("cpu", 2, False)])
+def test_a_contradicted_timing_is_measured_again_before_it_is_refused(kind: str, contradicted: int, accepted: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU host the runner's own work slowed for seconds at a time: up to four attempts there, two on
+    # the CPU; the first that agrees stands and says so, and a refusal says how often it was measured.
+    from sandbox.judge import evaluation
+
+    monkeypatch.setattr(evaluation, "RETRY_PAUSE_S", {"cpu": 0.0, "gpu": 0.0})
+    attempts: list[int] = []
+
+    def run() -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) <= contradicted:
+            raise IntegrityViolation("timing-contradicted", f"seen {len(attempts)}")
+        return {"judge": {}}
+
+    if accepted:
+        stats = evaluation._retried(run, kind)
+        assert len(attempts) == contradicted + 1 and stats["judge"]["retried"].endswith("(seen 1)")
+        return
+    with pytest.raises(IntegrityViolation) as refused:
+        evaluation._retried(run, kind)
+    assert len(attempts) == contradicted
+    assert refused.value.reason == f"seen {contradicted} (measured {contradicted} times, contradicted each time)"
+
+
+def test_only_a_contradiction_is_measured_again_and_only_while_the_phase_has_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge import evaluation
+
+    monkeypatch.setattr(evaluation, "RETRY_PAUSE_S", {"cpu": 0.0, "gpu": 0.0})
+    attempts: list[str] = []
+
+    def wrong() -> dict[str, Any]:
+        attempts.append("wrong")
+        raise IntegrityViolation("timed-output-wrong", "a wrong output is never a clock's noise")
+
+    with pytest.raises(IntegrityViolation):
+        evaluation._retried(wrong, "gpu")
+    assert attempts == ["wrong"]
+
+    def slow() -> dict[str, Any]:
+        attempts.append("slow")
+        time.sleep(0.05)
+        raise IntegrityViolation("timing-contradicted", "contradicted")
+
+    with pytest.raises(IntegrityViolation):  # 0.1 s left: no room for four more attempts of 0.05 s
+        evaluation._retried(slow, "gpu", deadline=time.monotonic() + 0.1)
+    assert attempts == ["wrong", "slow"]
