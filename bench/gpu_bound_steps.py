@@ -18,6 +18,17 @@ OUT = os.environ.get("OUT", "/tmp")
 DEFAULT = ["rmsnorm:triton", "vector_add:triton", "matmul_bf16:triton", "fp8_blockscale_gemm:triton", "rmsnorm:"]
 CASES = [a.split(":") for a in sys.argv[1:] or DEFAULT]
 REPEATS = int(os.environ.get("REPEATS", "2"))
+
+
+def _drift(steps: dict) -> float | None:
+    """The no-op's whole batch beside the candidate over the same before it loaded (medians), where both are said."""
+    beside = [b[3] for b in steps.get("no-op_batches") or [] if b]
+    before = [b[3] for b in steps.get("no-op_batches_before_load") or [] if b]
+    if not beside or not before:
+        return None
+    return sorted(beside)[len(beside) // 2] / sorted(before)[len(before) // 2]
+
+
 for name, variant in CASES:
     seed = load_problem(name, "cuda").seed_for("cuda", variant or None)
     for i in range(REPEATS):
@@ -33,6 +44,9 @@ for name, variant in CASES:
             judges.append((viol.shape, viol.detail.get("judge", {})))
         for shape, j in judges:
             steps = j.get("runner_steps_us", {})
+            drift = _drift(steps)
+            print(f"   {shape}: {'contradicted before it agreed: ' + j['retried'][:60] if j.get('retried') else 'agreed'}"
+                  + (f"; the no-op's batch beside the candidate {drift:.2f} times its cost before the load" if drift else ""))
             print(f"   {shape}: batches noop {steps.get('no-op_batches')} kernel {steps.get('kernel_batches')}")
             print(f"   {shape}: before the load, batches noop {steps.get('no-op_batches_before_load')} "
                   f"steps {steps.get('no-op_before_load')}")
