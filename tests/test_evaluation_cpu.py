@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
+from sandbox.judge.bound import BATCH_STEPS
 from sandbox.problem import bundled_problems, load_problem
 from sandbox.verdict import Status
 from tests.candidates import BODIES, write_broken, write_build_error
@@ -46,6 +47,9 @@ def test_seed_passes_and_is_timed(name: str) -> None:
         assert bench.min_us <= bench.median_us <= bench.max_us
         assert bench.reference_median_us and bench.speedup
         assert bench.sol_us and bench.pct_sol
+        # What the runner says of each timed batch, shown beside the judge's clock (never believed): every step.
+        said = ((bench.judge or {}).get("runner_steps_us") or {}).get("kernel_batches") or []
+        assert said and all(b and len(b) == len(BATCH_STEPS) for b in said), said
     assert verdict.summary and verdict.summary.geomean_us and verdict.summary.speedup
     assert verdict.environment["torch"] and verdict.environment["device"]
     assert set(verdict.phases) == {"build", "check", "time"}

@@ -63,7 +63,11 @@ def step_medians(calls: list[Any]) -> list[float] | None:
 
 
 # What a runner says of each batch (sandbox/runner/main.py's on_batch), in microseconds.
-BATCH_STEPS = ["inputs built before the first call", "the calls", "the longest call", "the whole batch"]
+# The last two lie outside the batch's own span but inside the judge's round trip when they delay it: the
+# request read and the last batch's outputs let go, and the runner's collection after its previous answer, which
+# on a GPU (its runner is not stopped) may still run when the next request arrives.
+BATCH_STEPS = ["inputs built before the first call", "the calls", "the longest call", "the whole batch",
+               "from the request's arrival to the batch's start", "the collection after the previous answer"]
 
 
 def runner_steps(calibration: Calibration, said: list[Any], sizes: list[int],

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox import envinfo, native
 from sandbox.judge import cgroups, isolation, procs
+from sandbox.judge.bound import BATCH_STEPS
 from sandbox.judge.cgroups import MEMORY, TASKS, CpuAccount, LimitGroup
 from sandbox.judge.glimpse import Glimpses
 from sandbox.judge.procs import descendants
@@ -293,7 +294,7 @@ class RunnerSession:
         self._answered_cpu = self.answer_cpu
         self.batch_cpu_us = (self._answered_cpu - now_cpu) * 1e6 \
             if self._answered_cpu is not None and now_cpu is not None else None
-        self.batch_said = _said_times(reply.get("batch_us"), 4)
+        self.batch_said = _said_times(reply.get("batch_us"), len(BATCH_STEPS))
         answers = reply.get("results")
         if reply.get("op") != "batch_done" or not isinstance(answers, list) or not 0 < len(answers) <= len(items):
             raise RunnerBroke(f"expected the answers to a batch of {len(items)} calls, got {str(reply)[:200]}")

@@ -75,6 +75,10 @@ class Runner:
         self.prepared: dict[Any, Any] = {}  # a GPU batch's inputs, built before its first call (`_prepare`)
         self._placing: Any = None  # where an output already in its region is copied to (`_output_placer`)
         self._token: Any = None  # the judge's probe of this process's memory (`on_setup`)
+        # When the request being served arrived, and how long the collection after the last batch's answer
+        # took (it runs while the judge reads that answer): a batch says both of itself (`on_batch`).
+        self.received_ns = time.perf_counter_ns()
+        self.collected_ns = 0
 
     # -- the judge's requests -----------------------------------------------------------
 
@@ -82,6 +86,7 @@ class Runner:
         while True:
             fds: list[int] = []
             request = protocol.receive(self.sock, fds)
+            self.received_ns = time.perf_counter_ns()
             op = request.get("op")
             if op == "exit":
                 return
@@ -96,7 +101,9 @@ class Runner:
             protocol.send(self.sock, answer)
             if op == "batch":
                 gc.enable()
+                collecting = time.perf_counter_ns()
                 gc.collect(1)
+                self.collected_ns = time.perf_counter_ns() - collecting
 
     def _arena_written(self, answer: dict[str, Any]) -> None:
         """With the arena in device memory: what this process copied into it is there before the judge
@@ -241,7 +248,8 @@ class Runner:
         for answer in results:
             if answer.get("i") in self.overwritten:
                 answer["overwritten"] = True
-        said = [prepared - began, sum(durations), max(durations, default=0), time.perf_counter_ns() - began]
+        said = [prepared - began, sum(durations), max(durations, default=0), time.perf_counter_ns() - began,
+                began - self.received_ns, self.collected_ns]
         return {"op": "batch_done", "results": results, "batch_us": [round(t / 1e3, 1) for t in said]}
 
     def _keep(self, out: Any) -> tuple[Any, bool]:
