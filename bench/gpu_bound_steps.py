@@ -20,6 +20,19 @@ CASES = [a.split(":") for a in sys.argv[1:] or DEFAULT]
 REPEATS = int(os.environ.get("REPEATS", "2"))
 
 
+def _outside(judge: dict) -> tuple[float, float] | None:
+    """The judge's round trip less the runner's whole batch, per batch (ms, medians), for the no-op beside the
+    candidate (from the calibration in force: meaningful where it is the late one's level) and the kernel."""
+    steps = judge.get("runner_steps_us") or {}
+    noop = sorted(b[3] for b in steps.get("no-op_batches") or [] if b)
+    kernel = [b[3] for b in steps.get("kernel_batches") or [] if b]
+    per_call, n, overhead = judge.get("per_call_us") or [], judge.get("batch") or 1, judge.get("overhead_us")
+    if not noop or not kernel or not per_call or overhead is None:
+        return None
+    trips = sorted(p * n + overhead - w for p, w in zip(per_call, kernel))
+    return (overhead - noop[len(noop) // 2]) / 1e3, trips[len(trips) // 2] / 1e3
+
+
 def _drift(steps: dict) -> float | None:
     """The no-op's whole batch beside the candidate over the same before it loaded (medians), where both are said."""
     beside = [b[3] for b in steps.get("no-op_batches") or [] if b]
@@ -47,6 +60,10 @@ for name, variant in CASES:
             drift = _drift(steps)
             print(f"   {shape}: {'contradicted before it agreed: ' + j['retried'][:60] if j.get('retried') else 'agreed'}"
                   + (f"; the no-op's batch beside the candidate {drift:.2f} times its cost before the load" if drift else ""))
+            outside = _outside(j)
+            if outside:
+                print(f"   {shape}: outside the runner's own span per batch (ms, medians): no-op {outside[0]:.2f}, "
+                      f"kernel {outside[1]:.2f}")
             print(f"   {shape}: batches noop {steps.get('no-op_batches')} kernel {steps.get('kernel_batches')}")
             print(f"   {shape}: before the load, batches noop {steps.get('no-op_batches_before_load')} "
                   f"steps {steps.get('no-op_before_load')}")
