@@ -54,6 +54,11 @@ IDLE_CPU_SHARE = 0.2
 STOPPED_CPU_S = 0.002
 
 
+def kind_of(device: str) -> str:
+    """The kind of device a runner times on, as the bounds' tables name it: "cpu", else "gpu"."""
+    return "cpu" if device == "cpu" else "gpu"
+
+
 def step_medians(calls: list[Any]) -> list[float] | None:
     """The medians of the runner's own step times over calls that said them (session.Call.steps_us)."""
     said = [c.steps_us for c in calls if c.steps_us is not None]

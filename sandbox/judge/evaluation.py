@@ -82,11 +82,6 @@ class Evaluation:
                 judge.deadline = time.monotonic() + float(self.limits.get(name, 300.0))
         self.events.send(phase=name)
 
-    @property
-    def _kind(self) -> str:
-        """The kind of device the candidate is timed on, as the judge's bounds name it."""
-        return "cpu" if self.target == "cpu" else "gpu"
-
     def _starting(self, shape: str) -> None:
         """The shape now under way: named in the verdict if the runner dies or runs out of time on it."""
         self.shape = shape
@@ -430,8 +425,9 @@ class Evaluation:
     def _timed_shape(self, shape: Any, policy: Any, calibration: Any, base_calibration: Any = None) -> dict[str, Any]:
         assert self.judge is not None
         judge, base_judge = self.judge, self.base_judge
+        kind = bound.kind_of(judge.device)
         if base_judge is None or base_calibration is None:
-            return _retried(lambda: timed.run(judge, shape, policy, calibration), self._kind, judge.deadline)
+            return _retried(lambda: timed.run(judge, shape, policy, calibration), kind, judge.deadline)
         base_shape = replace(shape)  # the same sets and buffers: both kernels get the same inputs
         if base_judge.resident_inputs:
             shapes.hand_over(base_judge, base_shape)
@@ -446,9 +442,9 @@ class Evaluation:
             return dict(out["candidate"], paired=out["paired"])
 
         try:
-            stats = _retried(paired, self._kind, judge.deadline)
+            stats = _retried(paired, kind, judge.deadline)
         except _BaseLost as exc:
-            alone = _retried(lambda: timed.run(judge, shape, policy, calibration), self._kind, judge.deadline)
+            alone = _retried(lambda: timed.run(judge, shape, policy, calibration), kind, judge.deadline)
             stats = dict(alone, paired=timed.unpaired(str(exc)))
         if stats["paired"].get("error"):  # its runner goes, and its sets with it
             self._drop_base(stats["paired"]["error"])

@@ -170,8 +170,7 @@ def library_files() -> Iterator[Path]:
              *(p for p in sys.path if p.startswith(sys.prefix)), *_SYSTEM_DIRS]
     seen: set[tuple[int, int]] = set()
     walked: list[str] = []  # each folder once: /lib is /usr/lib on most systems, the packages lie in the prefix
-    for root in sorted({p for p in named if os.path.isdir(p)}):
-        real = os.path.realpath(root)
+    for real, root in sorted({(os.path.realpath(p), p) for p in named if os.path.isdir(p)}):  # a folder before its own
         if any(real == done or real.startswith(done.rstrip("/") + "/") for done in walked):
             continue
         walked.append(real)

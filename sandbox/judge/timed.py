@@ -31,7 +31,7 @@ from typing import Any
 from sandbox.integrity import IntegrityViolation
 from sandbox.judge import procs
 from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
-                                 runner_steps, stayed_still, step_medians)
+                                 kind_of, runner_steps, stayed_still, step_medians)
 from sandbox.judge.checks import CandidateFailure, Judge
 from sandbox.judge.session import Call, RunnerBroke, RunnerGone
 from sandbox.judge.shapes import SetRenewal, Shape, hand_over
@@ -288,7 +288,7 @@ class Track:
 
     @property
     def kind(self) -> str:
-        return "cpu" if self.judge.device == "cpu" else "gpu"
+        return kind_of(self.judge.device)
 
     def copy_us(self) -> float:
         """What copying one output costs, at a bandwidth any GPU here exceeds, where the runner copies
