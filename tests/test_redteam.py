@@ -278,6 +278,9 @@ def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
                                            # The same, with every no-op batch slowed once it is loaded,
                                            # against the judge's second calibration.
                                            ("vector_add", "rt_channel_slow_noop_underreport"),
+                                           # A fifth of its time, the rest said to be the runner's own work
+                                           # outside its batch (the figures a batch now says of itself).
+                                           ("vector_add", "rt_channel_forged_batch_steps"),
                                            # Every fifth and sixth no-op batch burns 300 ms, the others
                                            # report 95% of the runner's own time: a 300 ms spread.
                                            ("vector_add", "rt_channel_recalibration_spread")])
