@@ -58,7 +58,9 @@ for name, variant in CASES:
         for shape, j in judges:
             steps = j.get("runner_steps_us", {})
             drift = _drift(steps)
-            print(f"   {shape}: {'contradicted before it agreed: ' + j['retried'][:60] if j.get('retried') else 'agreed'}"
+            agreed = ("agreed in a fresh runner: " + j["renewed"][:60] if j.get("renewed")
+                      else "contradicted before it agreed: " + j["retried"][:60] if j.get("retried") else "agreed")
+            print(f"   {shape}: {agreed}"
                   + (f"; the no-op's batch beside the candidate {drift:.2f} times its cost before the load" if drift else ""))
             outside = _outside(j)
             if outside:

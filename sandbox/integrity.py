@@ -199,3 +199,4 @@ class IntegrityViolation(Exception):
         self.rule = rule
         self.reason = reason
         self.detail = detail  # the measurements behind the rejection, kept in the verdict
+        self.attempts = 1  # how often the measurement it refuses was made (a timing is measured again)

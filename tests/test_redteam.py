@@ -387,3 +387,24 @@ def test_inputs_built_by_the_runner_come_back_with_checked_outputs(problem: str,
                 "rt_channel_alias_mapping": "output-changed-after-return"}.get(name, "input-mutation")
         rules = rule if isinstance(rule, tuple) else (rule,)
         assert verdict.integrity.violation is not None and verdict.integrity.violation.rule in rules, _detail(verdict)
+
+
+def test_a_timing_contradicted_in_every_attempt_is_measured_in_a_fresh_runner() -> None:
+    # Contradicted in its first runner, where the check phase ran, and honest in a fresh one calibrated on the
+    # shape before the candidate loaded into it: the fresh runner's figures stand and the verdict says why.
+    verdict = _evaluate("vector_add", "tests/fixtures/vector_add_underreports_after_checks.py")
+    assert verdict.status == Status.ok, _detail(verdict)
+    renewed = [(b.judge or {}).get("renewed", "") for b in verdict.benchmarks]
+    assert sum(1 for r in renewed if r) == 1, renewed  # one fresh runner, honest for the rest of the evaluation
+    assert next(r for r in renewed if r).startswith("contradicted 2 times in the first runner (the runner reported")
+    assert all("agreed in a fresh runner" in r for r in renewed if r), renewed
+    for bench in verdict.benchmarks:
+        assert bench.median_us >= 0.5 * (bench.judge_median_us or 0.0), bench.judge  # its own figure, not a fifth
+
+
+def test_a_runner_contradicted_in_a_fresh_runner_too_is_refused_saying_so() -> None:
+    verdict = _evaluate("vector_add", "rt_channel_underreport")
+    assert verdict.status == Status.rejected, _detail(verdict)
+    assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "timing-contradicted"
+    assert "in a fresh runner, calibrated before the candidate loaded into it, after 2 contradicted attempts" \
+        in verdict.integrity.violation.reason, verdict.integrity.violation.reason
