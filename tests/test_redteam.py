@@ -96,6 +96,8 @@ CHEATS = [
     ("library", "matmul_bf16", "rt_library_addbmm", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_einsum_hidden", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_numpy_matmul", "full", {Status.rejected}, "forbidden-op"),
+    # numpy's add only in the runner whose timing is contradicted, honest in the fresh one that replaces it
+    ("library", "vector_add", "rt_renewal_forbidden_first_runner", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_ctypes_openblas", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_thread", "full", {Status.rejected}, "forbidden-op"),
     ("library", "matmul_bf16", "rt_library_fork", "full", {Status.rejected}, "forbidden-op"),

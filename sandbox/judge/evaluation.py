@@ -73,6 +73,7 @@ class Evaluation:
         # a runner that replaces it (`_renewed`).
         self.watch: LibraryWatch | None = None
         self.footprint: Footprint | None = None
+        self._read: tuple[LibraryWatch, Any] | None = None  # the last watch stopped, and what it sampled
         # The CPU the candidate's runners used while they had no call to run, over the timing phase: the
         # runners replaced so far, and the current one's count when the phase (or its timing) began.
         self._idle_retired_s = 0.0
@@ -299,10 +300,12 @@ class Evaluation:
         return watch
 
     def _sampled(self, policy: Any) -> Any:
-        """Sampling of the candidate's runner stopped, and its page tables read: what its code ran."""
-        assert self.session is not None
+        """Sampling of the candidate's runner stopped, and its page tables read: what its code ran (once per
+        runner: a rejection of the runner being replaced reaches `_run`'s own reading)."""
+        assert self.session is not None and self.watch is not None
+        if self._read is not None and self._read[0] is self.watch:
+            return self._read[1]
         runner, protections = self.session, self.result["integrity"]["protections"]
-        assert self.watch is not None
         sampled = self.watch.stop(patterns_for(policy.forbidden_ops, policy.forbidden_symbols), runner.glimpses)
         protections["library_use"] = (
             f"sampled from outside the runner (perf, {sampled.samples} samples); {runner.glimpses.describe()}"
@@ -310,6 +313,7 @@ class Evaluation:
         if self.footprint is not None:
             self.footprint.read(runner.proc.pid)
             protections["library_use"] += "; the forbidden libraries' code pages read from the runner's page tables"
+        self._read = (self.watch, sampled)
         return sampled
 
     def _judge_sampled(self, sampled: Any, policy: Any) -> None:
@@ -493,15 +497,12 @@ class Evaluation:
         runner.cap_memory(self.request.get("memory_limit_mb"))
         self.session = self.judge.session = runner
         self.judge._setup()
+        # Stopped and read by `_run` as the first one would be, whatever happens from here.
         watch = self._watch(LibraryWatch(self.watch.data.parent, self.watch.own_code, self.watch.own_names))
-        try:
-            calibration = _calibrated(self.judge, params)
-            if self.footprint is not None:
-                self.footprint.start(runner.proc.pid)
-            self._load(problem, Path(self.request["submission"]))
-        except BaseException:
-            watch.discard()
-            raise
+        calibration = _calibrated(self.judge, params)
+        if self.footprint is not None:
+            self.footprint.start(runner.proc.pid)
+        self._load(problem, Path(self.request["submission"]))
         watch.resume()
         self._idle_from_s = runner.idle_cpu_now()
         return calibration
