@@ -93,6 +93,7 @@ class PairedShape(BaseModel):
     reference_median_us: float | None = None  # the reference, timed in the same rounds
     rounds: int = 0
     error: str | None = None  # why the base could not be measured (the candidate's verdict stands)
+    measured_again: str | None = None  # how often the base's own timing was contradicted before the pair agreed
     round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate, in order
     busy_host: bool = False  # other work took a fifth of the host's cores or more: the interval is wider
     other_load: float | None = None  # that work's share of the host's cores while the pair was timed

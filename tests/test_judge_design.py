@@ -1111,6 +1111,37 @@ def test_a_contradicted_timing_is_measured_again_before_it_is_refused(kind: str,
     assert refused.value.reason == f"seen {contradicted} (measured {contradicted} times, contradicted each time)"
 
 
+@pytest.mark.parametrize("outcomes, paired", [
+    (["base", "base", "ok"], "the base's own timing was contradicted 2 times before the pair agreed"),
+    (["candidate", "base", "ok"], "the base's own timing was contradicted once before the pair agreed"),
+    (["base", "base", "base", "base"], None)])
+def test_a_paired_base_contradicted_by_the_judges_clock_is_measured_again(outcomes: list[str], paired: str | None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A base refused by the bound is the host's noise as often as a candidate is: the pair is measured again
+    # on the same count of attempts, and after the last the candidate's own figures stand, unpaired.
+    from sandbox.judge import evaluation
+
+    monkeypatch.setattr(evaluation, "RETRY_PAUSE_S", {"cpu": 0.0, "gpu": 0.0})
+    seen: list[str] = []
+
+    def run() -> dict[str, Any]:
+        outcome = outcomes[len(seen)]
+        seen.append(outcome)
+        if outcome == "candidate":
+            raise IntegrityViolation("timing-contradicted", "the candidate's")
+        if outcome == "base":
+            raise evaluation._BaseContradicted({"judge": {}, "paired": {"error": f"base {len(seen)}"}})
+        return {"judge": {}, "paired": {"ratio": 1.1}}
+
+    stats = evaluation._retried(run, "gpu")
+    assert seen == outcomes
+    if paired is None:
+        assert stats["paired"]["error"] == "base 4 (measured 4 times, contradicted each time)"
+        return
+    assert stats["paired"] == {"ratio": 1.1, "measured_again": paired}
+    assert ("retried" in stats["judge"]) == ("candidate" in outcomes)
+
+
 def test_only_a_contradiction_is_measured_again_and_only_while_the_phase_has_room(monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox.judge import evaluation
 

@@ -453,10 +453,11 @@ class Evaluation:
 
         On the lent GPU hosts a runner's own host work (inputs, launches, digests) was seen 1.2 to 2.9 times
         dearer, attempt after attempt, than in the calibration in force, which was taken before the candidate
-        loaded, seconds earlier, in that process; in other processes of the same host it was not
-        (docs/BENCHMARKS.md, eighteenth session). The cheaper calibration stays the one in force, and a fresh
-        runner's is trusted as the first one was: no candidate code had run in it. Work hidden from the
-        runner's clock is hidden in every runner, and is refused there too."""
+        loaded, seconds earlier, in that process; another process taking turns with it did not slow with it
+        (docs/BENCHMARKS.md, fifteenth and eighteenth sessions). In the fresh runner the cheaper of its two
+        calibrations is in force, as in the first; the one taken before the candidate loaded is trusted as the
+        first runner's was: no candidate code had run in it. Work hidden from the runner's clock is hidden in
+        every runner, and is refused there too."""
         assert self.judge is not None
         kind = bound.kind_of(self.judge.device)
         began = time.monotonic()
@@ -525,7 +526,10 @@ class Evaluation:
             except timed.BASE_FAILURES as exc:
                 raise _BaseLost(f"the base failed as its timing started: {exc}") from exc
             out = timed.run_paired([candidate, base], policy)
-            return dict(out["candidate"], paired=out["paired"])
+            stats = dict(out["candidate"], paired=out["paired"])
+            if out["base_contradicted"]:
+                raise _BaseContradicted(stats)
+            return stats
 
         try:
             stats = _retried(paired, kind, judge.deadline, attempts)
@@ -643,6 +647,15 @@ class _BaseLost(Exception):
     """The paired base failed before its first round: the shape is timed alone."""
 
 
+class _BaseContradicted(Exception):
+    """The judge's clock contradicted the paired base's own figures (`stats`: the candidate's, which stand, and
+    the pair's, unpaired): the pair is measured again as a contradicted candidate is (`_retried`)."""
+
+    def __init__(self, stats: dict[str, Any]) -> None:
+        super().__init__(stats["paired"].get("error"))
+        self.stats = stats
+
+
 # How many times a shape's timing is measured before the judge's contradiction stands, and the pause
 # before each measurement again. A burst of load on the host can delay a round trip; work hidden from
 # the runner's clock delays every attempt. On the lent GPU hosts the runner's own host work (inputs,
@@ -666,8 +679,11 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
     """The shape's timing (`run`), measured again after the judge's clock contradicted it, up to
     `attempts` (TIMING_ATTEMPTS by default) in all while the phase's deadline leaves room for four more
     attempts as long as the last (the shapes after this one need theirs); the first that agrees stands,
-    and says how often it was contradicted before. A refusal stands only if every attempt was contradicted."""
+    and says how often it was contradicted before. A refusal stands only if every attempt was contradicted.
+    A paired base's own figures, contradicted (`_BaseContradicted`), are measured again the same way, on
+    the same count of attempts; after the last the candidate's figures stand, unpaired."""
     reasons: list[str] = []
+    base_contradicted = 0  # attempts whose paired base the judge's clock contradicted (the candidate's stood)
     attempts = attempts or TIMING_ATTEMPTS[kind]
     while True:
         began = time.monotonic()
@@ -678,16 +694,32 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
                 raise
             reasons.append(exc.reason)
             exc.attempts = len(reasons)
-            took = time.monotonic() - began
-            room = deadline is None or deadline - time.monotonic() > 4 * took + RETRY_PAUSE_S[kind]
-            if len(reasons) >= attempts or not room:
+            if len(reasons) + base_contradicted >= attempts or not _room(began, deadline, kind):
                 exc.reason += _measured(len(reasons))
                 raise
             time.sleep(RETRY_PAUSE_S[kind])
             continue
-        if reasons:
-            stats["judge"]["retried"] = f"contradicted {_times(len(reasons))}, agreed when measured again ({reasons[0]})"
-        return stats
+        except _BaseContradicted as exc:
+            base_contradicted += 1
+            if len(reasons) + base_contradicted >= attempts or not _room(began, deadline, kind):
+                stats = exc.stats
+                stats["paired"]["error"] += _measured(base_contradicted)
+                break
+            time.sleep(RETRY_PAUSE_S[kind])
+            continue
+        if base_contradicted:
+            stats["paired"]["measured_again"] = (f"the base's own timing was contradicted {_times(base_contradicted)} "
+                                                 "before the pair agreed")
+        break
+    if reasons:
+        stats["judge"]["retried"] = f"contradicted {_times(len(reasons))}, agreed when measured again ({reasons[0]})"
+    return stats
+
+
+def _room(began: float, deadline: float | None, kind: str) -> bool:
+    """Whether the phase leaves room for four more attempts as long as the one begun at `began`."""
+    took = time.monotonic() - began
+    return deadline is None or deadline - time.monotonic() > 4 * took + RETRY_PAUSE_S[kind]
 
 
 def _times(n: int) -> str:

@@ -417,6 +417,7 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
     reference_us: list[float] = []
     rounds = 0
     base_failed: str | None = None  # the base's failure ends the pairing, never the candidate's verdict
+    contradicted = False
     timer = Timer(first.judge.device, TimingPolicy(warmup_s=0.0, min_reps=1, max_reps=1))
     renewal = SetRenewal([(t.judge, t.shape) for t in tracks])
     while True:
@@ -471,11 +472,14 @@ def run_paired(tracks: list[Track], policy: TimingPolicy, reference: bool = True
             paired |= {"base_median_us": base["median_us"], "base_ci_us": base["ci_us"]}
         except IntegrityViolation as exc:
             base_failed = f"the base's own timing was not believed: {exc.reason}"
+            contradicted = exc.rule in ("timing-contradicted", "overhead-shortened")
     if reference_us:
         paired["reference_median_us"] = statistics.median(reference_us)
     if base_failed:
         paired |= unpaired(base_failed, rounds)
-    return {"candidate": renewal.noted(first.result()), "paired": paired}
+    # `base_contradicted`: the judge's clock contradicted the base's figures, which a measurement again may not
+    # (sandbox/judge/evaluation.py's `_retried`); any other failure of the base ends the pairing.
+    return {"candidate": renewal.noted(first.result()), "paired": paired, "base_contradicted": contradicted}
 
 
 def _stopped_now(tracks: list[Track]) -> list[tuple[Track, float | None]]:
