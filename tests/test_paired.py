@@ -250,3 +250,37 @@ def test_a_kernel_that_burns_the_cpu_after_its_calls_does_not_look_faster_than_i
         if verdict.summary.paired.difference != "faster":
             return
     raise AssertionError(f"the burning kernel measured faster than its twin in two pairings: {seen}")
+
+
+@pytest.mark.slow
+def test_a_base_whose_figures_the_judges_clock_contradicts_never_makes_a_ratio(tmp_path: Path) -> None:
+    # The candidate's twin, its runner reporting a fifth of each call's time: paired on its own figures it would
+    # make the candidate look five times slower. Where the judge's clock contradicts it, the pair is measured
+    # again, and a base contradicted every time is dropped, saying so; where it is not contradicted, its
+    # figure is never below what the judge's clock saw of its batches.
+    fifth = tmp_path / "fifth.py"
+    fifth.write_text(_kernel(tmp_path, 1).read_text().replace("def custom_kernel(data):\n", """import sys
+
+_runner = sys.modules.get("sandbox.runner.main")
+if _runner is not None:
+    _timed = _runner.Runner._timed
+
+    def _a_fifth(self, fn, data):
+        us, out = _timed(self, fn, data)
+        return us * 0.2, out
+
+    _runner.Runner._timed = _a_fifth
+
+
+def custom_kernel(data):
+"""))
+    verdict = _paired(_kernel(tmp_path, 1), fifth)
+    assert verdict.status is Status.ok, verdict.message
+    for bench in verdict.benchmarks:
+        if bench.paired is None:  # timed alone after the base was dropped on an earlier shape
+            continue
+        if bench.paired.error:
+            assert bench.paired.ratio is None and "not believed" in bench.paired.error, bench.paired
+            assert "contradicted each time" in bench.paired.error, bench.paired
+        else:
+            assert bench.paired.ratio is not None and bench.paired.ratio > 0.6, bench.paired

@@ -235,15 +235,22 @@ def test_an_output_written_into_its_place_in_the_arena_gains_nothing() -> None:
     # the kernel is the twin (the same code, the runner untouched) up to the pairing's noise. The skipped copy
     # showed on the 512x1024 shape (5 of 6 runs "faster" in round 26, 1.33-1.92); the wide shape's ratio is
     # bimodal on this VM even for identical kernels (seen at 1.32 and 1.40 "faster" in whole-suite runs).
-    verdict = evaluate("softmax", ADV / "rt_channel_output_in_region.py",
-                       EvalOptions(target="cpu", timing=FAST, paired_with=str(ADV / "rt_channel_output_in_region_twin.py")))
-    assert verdict.status == Status.ok, _detail(verdict)
-    assert verdict.integrity.protections["outputs"] == READ_OUTPUTS, verdict.integrity.protections
-    said = [(b.shape, b.paired.difference if b.paired else None, b.paired.ratio if b.paired else None)
-            for b in verdict.benchmarks]
+    # Identical code on the narrow shape also read 1.32 "faster" once in a whole-suite run (0.89-1.36 in three
+    # runs alone): a gain counts only where a second evaluation shows it too, as the skipped copy did in 5 of 6.
     gain_allowed = {"rows=512, cols=1024": 1.3}  # where the skipped copy showed; elsewhere the noise's reach
-    gained = [(shape, ratio) for shape, difference, ratio in said
-              if difference == "faster" and (ratio or 0) >= gain_allowed.get(shape, 1.6)]
+    said: list[tuple[str, str | None, float | None]] = []
+    for _ in range(2):
+        verdict = evaluate("softmax", ADV / "rt_channel_output_in_region.py",
+                           EvalOptions(target="cpu", timing=FAST,
+                                       paired_with=str(ADV / "rt_channel_output_in_region_twin.py")))
+        assert verdict.status == Status.ok, _detail(verdict)
+        assert verdict.integrity.protections["outputs"] == READ_OUTPUTS, verdict.integrity.protections
+        said = [(b.shape, b.paired.difference if b.paired else None, b.paired.ratio if b.paired else None)
+                for b in verdict.benchmarks]
+        gained = [(shape, ratio) for shape, difference, ratio in said
+                  if difference == "faster" and (ratio or 0) >= gain_allowed.get(shape, 1.6)]
+        if not gained:
+            break
     assert not gained, said
     assert sum(difference == "faster" for _, difference, _ in said) < len(said), said
 
