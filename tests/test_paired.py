@@ -19,6 +19,14 @@ def _kernel(tmp_path: Path, repeat: int) -> Path:
     return path
 
 
+def _twin_with(tmp_path: Path, name: str, prelude: str) -> Path:
+    """The one-pass kernel with `prelude` (a patch of its runner) before its `custom_kernel`."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(_kernel(tmp_path, 1).read_text().replace("def custom_kernel(data):\n",
+                                                            prelude + "\n\ndef custom_kernel(data):\n"))
+    return path
+
+
 def _paired(candidate: Path, base: Path) -> object:
     # Enough rounds (8 batches of the small shape) for a stable bound and a real interval.
     options = EvalOptions(target="cpu", timing={"budget_s": 0.6, "warmup_s": 0.02, "min_reps": 40},
@@ -70,8 +78,7 @@ def test_a_base_that_fails_leaves_the_candidates_verdict_alone(tmp_path: Path) -
 def test_a_base_that_breaks_the_protocol_while_timed_fails_alone(tmp_path: Path) -> None:
     # A base whose runner reports each timed call as taking a second, more than the judge's clock saw the whole
     # batch take: its protocol error ends the pairing and the base, never the candidate's verdict.
-    forger = tmp_path / "forger.py"
-    forger.write_text(_kernel(tmp_path, 1).read_text().replace("def custom_kernel(data):\n", """import sys
+    forger = _twin_with(tmp_path, "forger", """import sys
 
 _runner = sys.modules.get("sandbox.runner.main")
 if _runner is not None:
@@ -85,10 +92,7 @@ if _runner is not None:
         return reply
 
     _runner.Runner.on_batch = _over_reported
-
-
-def custom_kernel(data):
-"""))
+""")
     verdict = _paired(_kernel(tmp_path, 1), forger)
     assert verdict.status is Status.ok, verdict.message
     first, *rest = verdict.benchmarks
@@ -258,8 +262,7 @@ def test_a_base_whose_figures_the_judges_clock_contradicts_never_makes_a_ratio(t
     # make the candidate look five times slower. Where the judge's clock contradicts it, the pair is measured
     # again, and a base contradicted every time is dropped, saying so; where it is not contradicted, its
     # figure is never below what the judge's clock saw of its batches.
-    fifth = tmp_path / "fifth.py"
-    fifth.write_text(_kernel(tmp_path, 1).read_text().replace("def custom_kernel(data):\n", """import sys
+    fifth = _twin_with(tmp_path, "fifth", """import sys
 
 _runner = sys.modules.get("sandbox.runner.main")
 if _runner is not None:
@@ -270,10 +273,7 @@ if _runner is not None:
         return us * 0.2, out
 
     _runner.Runner._timed = _a_fifth
-
-
-def custom_kernel(data):
-"""))
+""")
     verdict = _paired(_kernel(tmp_path, 1), fifth)
     assert verdict.status is Status.ok, verdict.message
     for bench in verdict.benchmarks:
