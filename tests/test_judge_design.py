@@ -1114,7 +1114,10 @@ def test_a_contradicted_timing_is_measured_again_before_it_is_refused(kind: str,
 @pytest.mark.parametrize("outcomes, paired", [
     (["base", "base", "ok"], "the base's own timing was contradicted 2 times before the pair agreed"),
     (["candidate", "base", "ok"], "the base's own timing was contradicted once before the pair agreed"),
-    (["base", "base", "base", "base"], None)])
+    (["base", "base", "base", "base"], None),
+    # the base's attempts are its own: three of them never leave the candidate a single one
+    (["base", "base", "base", "candidate", "ok"],
+     "the base's own timing was contradicted 3 times before the pair agreed")])
 def test_a_paired_base_contradicted_by_the_judges_clock_is_measured_again(outcomes: list[str], paired: str | None,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # A base refused by the bound is the host's noise as often as a candidate is: the pair is measured again

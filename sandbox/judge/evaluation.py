@@ -680,8 +680,10 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
     `attempts` (TIMING_ATTEMPTS by default) in all while the phase's deadline leaves room for four more
     attempts as long as the last (the shapes after this one need theirs); the first that agrees stands,
     and says how often it was contradicted before. A refusal stands only if every attempt was contradicted.
-    A paired base's own figures, contradicted (`_BaseContradicted`), are measured again the same way, on
-    the same count of attempts; after the last the candidate's figures stand, unpaired."""
+    A paired base's own figures, contradicted (`_BaseContradicted`), are measured again the same way, up to
+    as many times, counted apart: a noisy base never costs the candidate an attempt of its own (before,
+    the pair ended at the base's first contradiction). After the base's last the candidate's figures stand,
+    unpaired."""
     reasons: list[str] = []
     base_contradicted = 0  # attempts whose paired base the judge's clock contradicted (the candidate's stood)
     attempts = attempts or TIMING_ATTEMPTS[kind]
@@ -694,14 +696,14 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
                 raise
             reasons.append(exc.reason)
             exc.attempts = len(reasons)
-            if len(reasons) + base_contradicted >= attempts or not _room(began, deadline, kind):
+            if len(reasons) >= attempts or not _room(began, deadline, kind):
                 exc.reason += _measured(len(reasons))
                 raise
             time.sleep(RETRY_PAUSE_S[kind])
             continue
         except _BaseContradicted as exc:
             base_contradicted += 1
-            if len(reasons) + base_contradicted >= attempts or not _room(began, deadline, kind):
+            if base_contradicted >= attempts or not _room(began, deadline, kind):
                 stats = exc.stats
                 stats["paired"]["error"] += _measured(base_contradicted)
                 break
