@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.judge import shapes, timed
+from sandbox.judge import timed
 from sandbox.judge.checks import Judge
 from sandbox.judge.session import RunnerSession
 
@@ -58,9 +58,5 @@ def calibrate(problem: Any, device: str, runner: RunnerSession, policy: Any, dea
                 break
             if judge.arena is None:
                 judge._ensure(1 << 20)
-            shape = shapes.prepare(judge, params)
-            ahead.calibrations[shape.key] = timed.calibrate(judge, shape)
-            shapes.release(judge, shape)
-            del shape
-            shapes.free_device_memory(device)
+            ahead.calibrations[problem.shape_label(params)] = timed.calibrated(judge, params)
     return ahead

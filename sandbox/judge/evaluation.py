@@ -348,7 +348,7 @@ class Evaluation:
         calibrations = dict(done or {})
         for params in problem.benchmarks:
             if problem.shape_label(params) not in calibrations:
-                calibrations[problem.shape_label(params)] = _calibrated(judge, params)
+                calibrations[problem.shape_label(params)] = timed.calibrated(judge, params)
         return calibrations
 
     def _load_base(self, problem: Any, base: Path) -> None:
@@ -500,7 +500,7 @@ class Evaluation:
         self.judge._setup()
         # Stopped and read by `_run` as the first one would be, whatever happens from here.
         watch = self._watch(LibraryWatch(self.watch.data.parent, self.watch.own_code, self.watch.own_names))
-        calibration = _calibrated(self.judge, params)
+        calibration = timed.calibrated(self.judge, params)
         if self.footprint is not None:
             self.footprint.start(runner.proc.pid)
         self._load(problem, Path(self.request["submission"]))
@@ -731,16 +731,6 @@ def _times(n: int) -> str:
 def _measured(attempts: int) -> str:
     """What a refusal adds when its timing was measured more than once."""
     return f" (measured {attempts} times, contradicted each time)" if attempts > 1 else ""
-
-
-def _calibrated(judge: Judge, params: dict[str, Any]) -> Any:
-    """One shape's no-op calibration in the judge's runner (before any candidate code exists in it)."""
-    shape = shapes.prepare(judge, params)
-    calibration = timed.calibrate(judge, shape)
-    shapes.release(judge, shape)
-    del shape
-    shapes.free_device_memory(judge.device)
-    return calibration
 
 
 def _limit_reached(session: RunnerSession) -> str:

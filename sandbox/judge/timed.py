@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.integrity import IntegrityViolation
-from sandbox.judge import procs
+from sandbox.judge import procs, shapes
 from sandbox.judge.bound import (Calibration, batch_figure, bound_by_judge, cores, idle_bound, overhead_floor,
                                  kind_of, runner_steps, stayed_still, step_medians)
 from sandbox.judge.checks import CandidateFailure, Judge
@@ -139,6 +139,17 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
                               steps_us=step_medians(said), batch_us=batches)
     if len(cpu_overheads) == len(overheads):
         calibration.cpu_overhead_us, calibration.cpu_spread_us = statistics.median(cpu_overheads), _spread(cpu_overheads)
+    return calibration
+
+
+def calibrated(judge: Judge, params: dict[str, Any]) -> Calibration:
+    """One shape's calibration on fresh sets, which the runner then drops (before any candidate code exists
+    in it: the evaluation's first runner, a fresh one replacing it, the standby's)."""
+    shape = shapes.prepare(judge, params)
+    calibration = calibrate(judge, shape)
+    shapes.release(judge, shape)
+    del shape
+    shapes.free_device_memory(judge.device)
     return calibration
 
 
