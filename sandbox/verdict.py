@@ -94,6 +94,7 @@ class PairedShape(BaseModel):
     rounds: int = 0
     error: str | None = None  # why the base could not be measured (the candidate's verdict stands)
     measured_again: str | None = None  # how often the base's own timing was contradicted before the pair agreed
+    renewed: str | None = None  # the pair agreed only with the base in a fresh runner, after how many contradictions
     round_ratios: list[float] = Field(default_factory=list)  # each round's base / candidate, in order
     busy_host: bool = False  # other work took a fifth of the host's cores or more: the interval is wider
     other_load: float | None = None  # that work's share of the host's cores while the pair was timed

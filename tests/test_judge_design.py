@@ -1136,11 +1136,14 @@ def test_a_paired_base_contradicted_by_the_judges_clock_is_measured_again(outcom
             raise evaluation._BaseContradicted({"judge": {}, "paired": {"error": f"base {len(seen)}"}})
         return {"judge": {}, "paired": {"ratio": 1.1}}
 
+    if paired is None:  # every attempt's base contradicted: the evaluation decides on a fresh runner for it
+        with pytest.raises(evaluation._BaseContradicted) as gave_up:
+            evaluation._retried(run, "gpu")
+        assert seen == outcomes and gave_up.value.attempts == 4
+        assert gave_up.value.stats["paired"]["error"] == "base 4"
+        return
     stats = evaluation._retried(run, "gpu")
     assert seen == outcomes
-    if paired is None:
-        assert stats["paired"]["error"] == "base 4 (measured 4 times, contradicted each time)"
-        return
     assert stats["paired"] == {"ratio": 1.1, "measured_again": paired}
     assert ("retried" in stats["judge"]) == ("candidate" in outcomes)
 

@@ -281,6 +281,35 @@ if _runner is not None:
             continue
         if bench.paired.error:
             assert bench.paired.ratio is None and "not believed" in bench.paired.error, bench.paired
-            assert "contradicted each time" in bench.paired.error, bench.paired
+            assert "contradicted each time" in bench.paired.error or "in a fresh runner" in bench.paired.error, \
+                bench.paired
         else:
             assert bench.paired.ratio is not None and bench.paired.ratio > 0.6, bench.paired
+
+
+@pytest.mark.slow
+def test_a_base_contradicted_in_every_attempt_is_measured_again_in_a_fresh_runner(tmp_path: Path) -> None:
+    # The base under-reports only in a runner where the check phase ran (its first), as an honest base caught in
+    # a slow spell of its runner's host work looks to the judge: the pair is measured again with the base in a
+    # fresh runner, calibrated before the base loaded into it, and there the pair agrees and makes a ratio.
+    base = Path(__file__).parent / "fixtures" / "vector_add_underreports_after_checks.py"
+    verdict = _paired(_kernel(tmp_path, 1), base)
+    assert verdict.status is Status.ok, verdict.message
+    paired = [bench.paired for bench in verdict.benchmarks]
+    assert all(p is not None and p.error is None and p.ratio is not None for p in paired), paired
+    renewed = [p.renewed for p in paired if p is not None and p.renewed]
+    assert len(renewed) == 1, paired  # one fresh runner, honest for the rest of the evaluation
+    assert renewed[0].startswith("the base's own timing was contradicted 2 times in its first runner"), renewed
+
+
+@pytest.mark.slow
+def test_a_base_that_answers_garbage_in_its_fresh_runner_ends_the_pairing_alone(tmp_path: Path) -> None:
+    # Contradicted in its first runner, the base gets a fresh one, which no test called; there it answers garbage.
+    # Its timed calls are checked as every kernel's are: the pairing ends, the candidate's verdict stands.
+    base = Path(__file__).parent / "adversarial" / "rt_renewal_unchecked_runner.py"
+    verdict = _paired(_kernel(tmp_path, 1), base)
+    assert verdict.status is Status.ok, verdict.message
+    first = verdict.benchmarks[0].paired
+    assert first is not None and first.ratio is None, first
+    assert first.error is not None and "the base failed while timed" in first.error and "output wrong" in first.error
+    assert all(bench.paired is None for bench in verdict.benchmarks[1:])  # timed alone after the base was dropped

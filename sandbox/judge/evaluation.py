@@ -79,6 +79,8 @@ class Evaluation:
         self._idle_retired_s = 0.0
         self._idle_from_s = 0.0
         self._renewals = 0  # candidate's runners replaced so far (`_renewed`)
+        self._base_renewals = 0  # the base's (`_renewed_base`)
+        self.base_watch: LibraryWatch | None = None  # what samples the base's runner, a fresh one's where replaced
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -245,7 +247,7 @@ class Evaluation:
                                          own_names=identifiers(source)))
         # The base is sampled too, though nothing is judged from it: sampling costs its runner what
         # it costs the candidate's, so the pair is timed under the same conditions.
-        base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
+        self.base_watch = base_watch = LibraryWatch(Path.cwd() / "base", own_code=[])
         if self.base_judge is not None and self.base_judge.session.host_pid is not None:
             base_watch.data.parent.mkdir(exist_ok=True)
             base_watch.start(self.base_judge.session.host_pid)
@@ -278,7 +280,7 @@ class Evaluation:
             if self.mode == "full":
                 self._time(problem, calibrations, device)
         finally:
-            base_watch.discard()
+            (self.base_watch or base_watch).discard()  # the one sampling the base's runner now (a fresh one's)
             sampled = self._sampled(policy)
         self._judge_sampled(sampled, policy)
         if self.mode == "check":
@@ -515,9 +517,40 @@ class Evaluation:
         kind = bound.kind_of(judge.device)
         if base_judge is None or base_calibration is None:
             return _retried(lambda: timed.run(judge, shape, policy, calibration), kind, judge.deadline, attempts)
-        base_shape = replace(shape)  # the same sets and buffers: both kernels get the same inputs
-        if base_judge.resident_inputs:
-            shapes.hand_over(base_judge, base_shape)
+        base_shape = self._base_shape(shape)
+        began = time.monotonic()
+        try:
+            try:
+                stats = _retried(self._pair(shape, base_shape, policy, calibration, base_calibration), kind,
+                                 judge.deadline, attempts)
+            except _BaseContradicted as exc:
+                stats = self._with_fresh_base(exc, shape, policy, calibration, time.monotonic() - began)
+        except _BaseLost as exc:
+            alone = _retried(lambda: timed.run(judge, shape, policy, calibration), kind, judge.deadline, attempts)
+            stats = dict(alone, paired=timed.unpaired(str(exc)))
+        except IntegrityViolation:
+            self._release_base(base_shape)  # the shape may be timed again, on new sets (released by its key)
+            raise
+        if stats["paired"].get("error"):  # its runner goes, and its sets with it
+            self._drop_base(stats["paired"]["error"])
+            return stats
+        self._release_base(base_shape)
+        return stats
+
+    def _base_shape(self, shape: Any) -> Any:
+        """The candidate's shape as the base's runner gets it: the same sets and buffers, so both kernels get the
+        same inputs (a runner that builds its inputs itself holds its own copy)."""
+        assert self.base_judge is not None
+        base_shape = replace(shape)
+        if self.base_judge.resident_inputs:
+            shapes.hand_over(self.base_judge, base_shape)
+        return base_shape
+
+    def _pair(self, shape: Any, base_shape: Any, policy: Any, calibration: Any,
+              base_calibration: Any) -> Callable[[], dict[str, Any]]:
+        """One attempt at the shape's paired timing, as `_retried` calls it."""
+        judge, base_judge = self.judge, self.base_judge
+        assert judge is not None and base_judge is not None
 
         def paired() -> dict[str, Any]:
             candidate = timed.Track.start(judge, shape, calibration)
@@ -531,22 +564,72 @@ class Evaluation:
                 raise _BaseContradicted(stats)
             return stats
 
-        try:
-            stats = _retried(paired, kind, judge.deadline, attempts)
-        except _BaseLost as exc:
-            alone = _retried(lambda: timed.run(judge, shape, policy, calibration), kind, judge.deadline, attempts)
-            stats = dict(alone, paired=timed.unpaired(str(exc)))
-        except IntegrityViolation:
-            self._release_base(base_shape)  # the shape may be timed again, on new sets
-            raise
-        if stats["paired"].get("error"):  # its runner goes, and its sets with it
-            self._drop_base(stats["paired"]["error"])
+        return paired
+
+    def _with_fresh_base(self, exc: _BaseContradicted, shape: Any, policy: Any, calibration: Any,
+                         took: float) -> dict[str, Any]:
+        """The pair measured again with the base in a fresh runner, calibrated on the shape before the base
+        loaded into it, where the judge's clock contradicted the base's own figures in every attempt; else the
+        candidate's figures, unpaired, saying why. A base is a candidate of an earlier generation: an honest
+        one caught in a slow spell of its runner's own host work is what a fresh runner rescued for
+        candidates (`_timed_or_renewed`); without one, 2 of 14 pairs on a lent H200 went unmeasured
+        (docs/BENCHMARKS.md, eighteenth session)."""
+        assert self.judge is not None
+        kind = bound.kind_of(self.judge.device)
+        stats = exc.stats
+        stats["paired"]["error"] += _measured(exc.attempts)
+        room = self.judge.deadline - time.monotonic() > 2 * took + RENEWAL_ROOM_S
+        if self._base_renewals >= RUNNER_RENEWALS[kind] or not room:
             return stats
-        self._release_base(base_shape)
+        try:
+            base_calibration = self._renewed_base(shape.params)
+        except timed.BASE_FAILURES as failure:
+            stats["paired"]["error"] += f"; a fresh runner for the base failed: {str(failure)[:300]}"
+            return stats
+        if self.base_judge is None:  # it did not load again (`_load_base` said why)
+            return stats
+        base_shape = self._base_shape(shape)
+        try:
+            stats = _retried(self._pair(shape, base_shape, policy, calibration, base_calibration), kind,
+                             self.judge.deadline, RENEWED_ATTEMPTS[kind])
+        except _BaseContradicted as again:
+            stats = again.stats
+            stats["paired"]["error"] += (f"{_measured(again.attempts)}; so in a fresh runner, calibrated before the "
+                                         f"base loaded into it, after {exc.attempts} contradicted attempt"
+                                         f"{'s' if exc.attempts > 1 else ''} in the first")
+            return stats
+        if not stats["paired"].get("error"):
+            stats["paired"]["renewed"] = (f"the base's own timing was contradicted {_times(exc.attempts)} in its first "
+                                          "runner; the pair agreed with the base in a fresh runner, calibrated on this "
+                                          "shape before the base loaded into it")
         return stats
 
-    def _release_base(self, base_shape: Any) -> None:
+    def _renewed_base(self, params: dict[str, Any]) -> Any:
+        """The base's runner replaced by a fresh one with the same caps and sampling, and the shape's calibration
+        there, taken before the base is loaded into it again (nothing is judged of a base: it only has to be a
+        yardstick the judge's clock believes)."""
         assert self.base_judge is not None
+        base_judge = self.base_judge
+        problem = base_judge.problem
+        self._base_renewals += 1
+        base_judge.session.close()
+        runner = self.start_runner(problem_dir(problem), base_judge.device != "cpu")
+        runner.cap_memory(self.request.get("memory_limit_mb"))
+        base_judge.session = runner
+        base_judge._setup()
+        if self.base_watch is not None:  # sampled as the candidate's runner is: the same conditions for both
+            self.base_watch.discard()
+            self.base_watch = LibraryWatch(self.base_watch.data.parent, own_code=[])
+            if runner.host_pid is not None:
+                self.base_watch.start(runner.host_pid)
+                base_judge.sampler = self.base_watch
+        calibration = timed.calibrated(base_judge, params)
+        self._load_base(problem, Path(self.request["paired_with"]))
+        return calibration
+
+    def _release_base(self, base_shape: Any) -> None:
+        if self.base_judge is None:
+            return
         try:
             shapes.release(self.base_judge, base_shape)
         except timed.BASE_FAILURES as exc:
@@ -654,6 +737,7 @@ class _BaseContradicted(Exception):
     def __init__(self, stats: dict[str, Any]) -> None:
         super().__init__(stats["paired"].get("error"))
         self.stats = stats
+        self.attempts = 1  # the pair's attempts, each one contradicting the base, once `_retried` gives up
 
 
 # How many times a shape's timing is measured before the judge's contradiction stands, and the pause
@@ -683,7 +767,7 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
     A paired base's own figures, contradicted (`_BaseContradicted`), are measured again the same way, up to
     as many times, counted apart: a noisy base never costs the candidate an attempt of its own (before,
     the pair ended at the base's first contradiction). After the base's last the candidate's figures stand,
-    unpaired."""
+    unpaired, or a fresh runner for the base is tried (`_BaseContradicted` raised with its count of attempts)."""
     reasons: list[str] = []
     base_contradicted = 0  # attempts whose paired base the judge's clock contradicted (the candidate's stood)
     attempts = attempts or TIMING_ATTEMPTS[kind]
@@ -704,9 +788,8 @@ def _retried(run: Callable[[], dict[str, Any]], kind: str, deadline: float | Non
         except _BaseContradicted as exc:
             base_contradicted += 1
             if base_contradicted >= attempts or not _room(began, deadline, kind):
-                stats = exc.stats
-                stats["paired"]["error"] += _measured(base_contradicted)
-                break
+                exc.attempts = base_contradicted
+                raise
             time.sleep(RETRY_PAUSE_S[kind])
             continue
         if base_contradicted:
