@@ -84,6 +84,9 @@ def trial(candidate: Path, base: Path, budget: float, target: str, cores: tuple[
             "shapes": [{"shape": b.shape, "candidate_us": b.median_us, "ratio": b.paired.ratio, "ratio_ci": b.paired.ratio_ci,
                         "round_ratios": b.paired.round_ratios} for b in verdict.benchmarks if b.paired],
             "noisy": bool(verdict.host and verdict.host.get("noisy")),
+            # Where the pair agreed only after the base was measured again, or in a fresh runner of its own.
+            "base_again": [note for b in verdict.benchmarks if b.paired
+                           for note in (b.paired.measured_again, b.paired.renewed) if note] or None,
             # Why a trial measured nothing: the verdict's message and rule, or each shape's pairing error.
             "why": None if verdict.status.value == "ok" and all(b.paired and b.paired.ratio for b in verdict.benchmarks)
             else {"message": verdict.message[:300],
