@@ -340,8 +340,8 @@ def verified_best(ctx: RunContext, best_id: str | None) -> KernelRecord | None:
 
 
 def _side_by_side(ctx: RunContext, kernel: KernelRecord, base: KernelRecord) -> verify.Verification:
-    """The pair's measurement: the one already kept, or a new one (recorded in the archive)."""
-    check = verify.known(ctx.archive, kernel, base)
+    """The pair's measurement: the one that stands (`verify.settled`), or a new one (recorded in the archive)."""
+    check = verify.settled(ctx.archive, kernel, base)
     if check is None:
         ctx.progress.event("verify", kernel=kernel.id, step=f"timing {kernel.id} beside {base.id}")
         check = verify.combine([verify.from_verdict(ctx.evaluator.verify(kernel, base), kernel, base, str(ctx.run_dir))

@@ -195,6 +195,32 @@ def test_a_win_must_hold_in_every_fresh_judge() -> None:
     assert not failed.confirmed and failed.status == "timeout" and "limit" in failed.reason
 
 
+def test_a_pair_left_unmeasured_is_measured_again_once_and_a_measured_pair_stands(tmp_path: Path) -> None:
+    from graph import verify
+    from graph.archive import Archive, KernelRecord
+
+    archive = Archive(tmp_path / "run.db")
+    leader, best = (KernelRecord(id=k, generation=0, origin="seed", summary="", source=k, sha256=k * 8, status="ok",
+                                 experiment_id="x") for k in ("k2", "k1"))
+
+    def check(difference: str, ratio: float | None) -> verify.Verification:
+        return verify.Verification(kernel_id="k2", base_id="k1", kernel_sha256=leader.sha256, base_sha256=best.sha256,
+                                   status="ok", ratio=ratio, ratio_ci=(ratio, ratio) if ratio else None,
+                                   difference=difference, reason="" if ratio else "the base failed while timed")
+
+    assert verify.settled(archive, leader, best) is None
+    verify.record(archive, check("not measured", None))
+    assert verify.settled(archive, leader, best) is None  # one unlucky draw is not the pair's answer
+    assert verify.known(archive, leader, best) is not None  # though the views show it
+    verify.record(archive, check("not measured", None))
+    assert verify.settled(archive, leader, best) == verify.known(archive, leader, best)  # twice: it is
+    assert verify.settled(archive, best, leader) is None  # the pair has an order
+    measured = tmp_path / "measured.db"
+    archive = Archive(measured)
+    verify.record(archive, check("no measurable difference", 1.01))
+    assert verify.settled(archive, leader, best) is not None  # a measured pair is final: not re-timed
+
+
 def test_cores_are_parsed_and_checked_against_what_this_process_may_use() -> None:
     import os
 
