@@ -315,6 +315,12 @@ class Archive:
             )
         return record
 
+    def demote(self, kernel_id: str, status: str, message: str) -> None:
+        """A kernel evaluated again whose new verdict is not `ok`: it leaves the leaderboard, saying why (its first
+        verdict stays stored)."""
+        with self._tx() as c:
+            c.execute("UPDATE kernels SET status = ?, message = ? WHERE id = ?", (status, message, kernel_id))
+
     def kernel(self, kernel_id: str) -> KernelRecord | None:
         rows = self._query(f"SELECT {_KERNEL_COLUMNS} FROM kernels WHERE id = ?", (kernel_id,))
         return _kernel(rows[0]) if rows else None

@@ -174,20 +174,23 @@ class RunEvaluator:
         )
         return self.archive.add_kernel(filled, verdict_json=verdict.to_json(), static=verdict.static)
 
-    def verify(self, candidate: KernelRecord, base: KernelRecord) -> Verdict:
+    def verify(self, candidate: KernelRecord, base: KernelRecord | None = None) -> Verdict:
         """The candidate evaluated afresh with `base` timed beside it (graph/verify.py): a new judge,
-        fresh inputs, each kernel in a runner of its own, alternating rounds."""
+        fresh inputs, each kernel in a runner of its own, alternating rounds. Without a base, the
+        candidate alone in a fresh judge, whatever its stored verdict said."""
         from dataclasses import replace
 
         from sandbox.evaluator import evaluate
 
         paths = []
         for kernel in (candidate, base):
+            if kernel is None:
+                continue
             path = self.kernels_dir / f"{kernel.sha256[:16]}.py"
             if not path.exists():
                 path.write_text(kernel.source)
             paths.append(path)
-        options = replace(self.pool.options, paired_with=str(paths[1]), keep_warm=False, mode="full")
+        options = replace(self.pool.options, paired_with=str(paths[1]) if base else None, keep_warm=False, mode="full")
         started = time.perf_counter()
         verdict = evaluate(self.problem_path, paths[0], options)
         self.sandbox_seconds += time.perf_counter() - started

@@ -331,12 +331,42 @@ def explain(spec: ExperimentSpec, runtime: Runtime[RunContext]) -> dict[str, Any
 
 def verified_best(ctx: RunContext, best_id: str | None) -> KernelRecord | None:
     """The leaderboard's top when it is the run's best already, or when a side-by-side timing against
-    that best confirms it is faster (graph/verify.py); otherwise the best stays."""
+    that best confirms it is faster (graph/verify.py); otherwise the best stays. A best that failed as the
+    pair's base is evaluated again alone: where it fails there too it is no yardstick, and leaves the
+    leaderboard; the best crowned before it (or, before any, the leaderboard's top) is then the yardstick."""
     leader = ctx.archive.best()
     current = ctx.archive.kernel(best_id) if best_id else None
-    if leader is None or current is None or leader.id == current.id or not ctx.config.sandbox.verify_wins:
+    if leader is None or current is None or leader.id == current.id or not current.ok or not ctx.config.sandbox.verify_wins:
         return leader
-    return leader if _side_by_side(ctx, leader, current).confirmed else current
+    check = _side_by_side(ctx, leader, current)
+    if check.confirmed:
+        return leader
+    if check.base_failed and _demoted(ctx, current):
+        return verified_best(ctx, _crowned_before(ctx, current))
+    return current
+
+
+def _demoted(ctx: RunContext, kernel: KernelRecord) -> bool:
+    """The kernel evaluated again alone, in a fresh judge; where that verdict is not `ok` the kernel leaves the
+    leaderboard (True). A best that fails whenever it is a challenger's base (a race that loses now and then, or a
+    kernel that behaves only when timed alone) would otherwise keep every challenger unmeasured, and its place."""
+    ctx.progress.event("verify", kernel=kernel.id, step=f"evaluating {kernel.id} again alone: it failed as a base")
+    verdict = ctx.evaluator.verify(kernel)
+    if verdict.passed:
+        return False
+    message = f"evaluated again alone after it failed as a challenger's base: {verdict.status.value}: {verdict.message}"
+    ctx.archive.demote(kernel.id, verdict.status.value, message[:2000])
+    log.warning("%s left the leaderboard: %s", kernel.id, message[:300])
+    return True
+
+
+def _crowned_before(ctx: RunContext, kernel: KernelRecord) -> str | None:
+    """The latest best the run crowned, other than `kernel`, that is still on the leaderboard."""
+    for generation in reversed(ctx.archive.generations()):
+        crowned = ctx.archive.kernel(generation["best_id"]) if generation.get("best_id") else None
+        if crowned is not None and crowned.id != kernel.id and crowned.ok:
+            return crowned.id
+    return None
 
 
 def _side_by_side(ctx: RunContext, kernel: KernelRecord, base: KernelRecord) -> verify.Verification:

@@ -49,6 +49,7 @@ class Verification(BaseModel):
     shapes: list[ShapeRatio] = Field(default_factory=list)
     host: dict[str, Any] | None = None
     reason: str = ""  # why the verification could not measure, when it could not
+    base_failed: bool = False  # the candidate passed and the base did not: it failed a check, a bound or a limit
     trials: list[dict[str, Any]] = Field(default_factory=list)  # each fresh judge's own measurement
     command: str = ""
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -76,13 +77,14 @@ def from_verdict(verdict: Verdict, kernel: KernelRecord, base: KernelRecord, run
                          busy_host=bool(b.paired and b.paired.busy_host)) for b in verdict.benchmarks]
     reasons = [b.paired.error for b in verdict.benchmarks if b.paired and b.paired.error]
     reasons += [e for e in verdict.errors if e.startswith("the base kernel")][:1]  # it did not load or pass
+    base_failed = verdict.passed and bool(reasons)  # each such reason is the base's (sandbox/judge/evaluation.py)
     if not verdict.passed:
         reasons.insert(0, f"{verdict.status.value}: {verdict.message[:300]}")
     return Verification(
         kernel_id=kernel.id, base_id=base.id, kernel_sha256=kernel.sha256, base_sha256=base.sha256,
         status=verdict.status.value, ratio=paired.ratio if paired else None,
         ratio_ci=paired.ratio_ci if paired else None, difference=paired.difference if paired else "not measured",
-        shapes=shapes, host=verdict.host, reason="; ".join(reasons)[:1000],
+        shapes=shapes, host=verdict.host, reason="; ".join(reasons)[:1000], base_failed=base_failed,
         command=f"kernel-scientist verify {run_dir} {kernel.id} --against {base.id}",
     )
 
@@ -119,6 +121,7 @@ def combine(checks: list[Verification]) -> Verification:
         "difference": said if measured else "not measured",
         "shapes": shapes,
         "reason": "; ".join(c.reason for c in checks if c.reason)[:1000],
+        "base_failed": any(c.base_failed for c in checks),
         "trials": [c.model_dump(mode="json", include={"ratio", "ratio_ci", "difference", "host"}) for c in checks],
     })
 

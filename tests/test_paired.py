@@ -339,3 +339,42 @@ def test_a_base_that_answers_garbage_in_its_fresh_runner_ends_the_pairing_alone(
     assert first is not None and first.ratio is None, first
     assert first.error is not None and "the base failed while timed" in first.error and "output wrong" in first.error
     assert all(bench.paired is None for bench in verdict.benchmarks[1:])  # timed alone after the base was dropped
+
+
+@pytest.mark.slow
+def test_a_best_that_fails_as_a_base_and_again_alone_leaves_the_leaderboard(tmp_path: Path) -> None:
+    # The run's best fails its check whenever it is timed again (a race that now loses): as a challenger's base it
+    # fails, so nothing is paired, and evaluated again alone it fails too. It is then no yardstick: it leaves the
+    # leaderboard, and the challenger, with no best crowned before, is the run's best.
+    from graph import verify
+    from graph.archive import Archive, KernelRecord, sha256_text
+    from graph.config import RunConfig, SandboxSettings
+    from graph.nodes import verified_best
+    from graph.runs import build_context, create_run
+
+    honest = _kernel(tmp_path, 1)
+    flaky = tmp_path / "flaky.py"
+    flaky.write_text(honest.read_text().replace("def custom_kernel(data):\n", "def custom_kernel(data):\n"
+                                                "    if data[0].numel() > 100_000:\n"
+                                                "        return data[2].fill_(1.0)\n"))
+    config = RunConfig(problem="vector_add", target="cpu", seed=str(honest), use_knowledge=False,
+                       sandbox=SandboxSettings(timing_budget_s=0.25))
+    handle = create_run(config, tmp_path / "runs")
+    archive = Archive(handle.archive_path)
+    ctx = build_context(handle, archive)
+    try:
+        records = {}
+        for name, path, geomean in (("best", flaky, 900.0), ("leader", honest, 800.0)):
+            source = path.read_text()
+            records[name] = archive.add_kernel(KernelRecord(id="", generation=0, origin="llm", summary=name, source=source,
+                                                            sha256=sha256_text(source), status="ok", geomean_us=geomean))
+        crowned = verified_best(ctx, records["best"].id)
+    finally:
+        ctx.evaluator.close()
+    assert crowned is not None and crowned.id == records["leader"].id
+    (check,) = verify.verifications(archive)
+    assert check.base_failed and check.difference == "not measured" and "failed its check" in check.reason, check
+    demoted = archive.kernel(records["best"].id)
+    assert demoted is not None and not demoted.ok and demoted.status == "wrong_output", demoted
+    assert demoted.message.startswith("evaluated again alone after it failed as a challenger's base: wrong_output")
+    assert archive.best() == crowned
