@@ -338,10 +338,12 @@ def verified_best(ctx: RunContext, best_id: str | None) -> KernelRecord | None:
     current = ctx.archive.kernel(best_id) if best_id else None
     if leader is None or current is None or leader.id == current.id or not current.ok or not ctx.config.sandbox.verify_wins:
         return leader
+    measured_before = verify.settled(ctx.archive, leader, current) is not None
     check = _side_by_side(ctx, leader, current)
     if check.confirmed:
         return leader
-    if check.base_failed and _demoted(ctx, current):
+    # Only as the pair is measured (at most UNMEASURED_TRIES times), not each generation its old answer is read.
+    if check.base_failed and not measured_before and _demoted(ctx, current):
         return verified_best(ctx, _crowned_before(ctx, current))
     return current
 
