@@ -331,14 +331,22 @@ def test_a_base_contradicted_in_every_attempt_is_measured_again_in_a_fresh_runne
 @pytest.mark.slow
 def test_a_base_that_answers_garbage_in_its_fresh_runner_ends_the_pairing_alone(tmp_path: Path) -> None:
     # Contradicted in its first runner, the base gets a fresh one, which no test called; there it answers garbage.
-    # Its timed calls are checked as every kernel's are: the pairing ends, the candidate's verdict stands.
+    # Its timed calls are checked as every kernel's are: the pairing ends, the candidate's verdict stands. (On a host
+    # noisy enough that the bound allows its under-reporting in the first runner, its figure there is the judge's
+    # clock, and no fresh runner is needed: then the pair is measured on those figures.)
     base = Path(__file__).parent / "adversarial" / "rt_renewal_unchecked_runner.py"
     verdict = _paired(_kernel(tmp_path, 1), base)
     assert verdict.status is Status.ok, verdict.message
-    first = verdict.benchmarks[0].paired
-    assert first is not None and first.ratio is None, first
-    assert first.error is not None and "the base failed while timed" in first.error and "output wrong" in first.error
-    assert all(bench.paired is None for bench in verdict.benchmarks[1:])  # timed alone after the base was dropped
+    paired = [bench.paired for bench in verdict.benchmarks]
+    assert all(p is None or p.renewed is None for p in paired), paired  # its fresh runner never makes a ratio
+    ended = next((i for i, p in enumerate(paired) if p is not None and p.error), None)
+    if ended is not None:
+        error = paired[ended].error or ""
+        assert "the base failed while timed" in error and "output wrong" in error, error
+        assert all(p is None for p in paired[ended + 1:])  # timed alone after the base was dropped
+    for p in paired[:ended]:
+        # its under-reporting gained nothing: at a fifth of its time the candidate would read five times slower
+        assert p is not None and p.ratio is not None and p.ratio > 0.6, p
 
 
 @pytest.mark.slow
