@@ -62,7 +62,9 @@ CHEATS = [
     ("channel", "softmax", "rt_channel_output_sparse_hole", "check", {Status.rejected}, "protocol"),
     # ... and helpers that continue the stopped runner while its outputs are read: stopped until all are
     # (their spinning is CPU the judge sees too: `timing-contradicted` in a timed batch, `work-after-return` after)
-    ("channel", "softmax", "rt_channel_sigcont_helpers", "full", {Status.rejected},
+    # (if the judge's stop lands after the helpers' thread has filled the output in, as on a loaded host,
+    # the answer is right and `ok` stands with the judge's clock as its figure: one call of a batch at most)
+    ("channel", "softmax", "rt_channel_sigcont_helpers", "full", {Status.rejected, Status.ok},
      ("timed-output-wrong", "protocol", "timing-contradicted", "work-after-return")),
     ("channel", "softmax", "rt_channel_patch_oncall", "full", {Status.rejected}, "timing-contradicted"),
     # (on a host noisy enough that the bound allows its report, `ok` with the judge's clock as its figure)
@@ -320,8 +322,11 @@ def test_a_slowed_reference_does_not_inflate_the_speedup() -> None:
     verdict = _evaluate("softmax", "rt_reference_slow")
     assert verdict.status == Status.ok, _detail(verdict)
     honest = _evaluate("softmax", "problems/softmax/seeds/cpu.py")
-    assert verdict.summary.speedup is not None and honest.summary.speedup is not None
-    assert verdict.summary.speedup < 2 * honest.summary.speedup, (verdict.summary, honest.summary)
+    # The kernels' own times swing with the host's load; what the trick aims at is the reference's time,
+    # which the judge measures in its own process for both.
+    slowed, fair = verdict.summary.reference_geomean_us, honest.summary.reference_geomean_us
+    assert slowed is not None and fair is not None
+    assert slowed < 2 * fair, (verdict.summary, honest.summary)
 
 
 def _daemons(marker: str) -> list[str]:
