@@ -280,6 +280,12 @@ def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
     # thrown away, learnt the sets there and answered the second attempt from its cache: about 7x. The
     # sets are drawn anew between batches and as each attempt starts: both give up and compute like the seed.
     learner = _evaluate("matmul_bf16", "rt_memo_blend_family")
+    if learner.status == Status.rejected:
+        # Its deliberately failed first attempt under-reports; where every attempt reads so (a whole
+        # suite's run: 1186 µs reported, 11,621 µs of CPU a call), the bound refuses it outright.
+        assert learner.integrity.violation is not None, _detail(learner)
+        assert learner.integrity.violation.rule == "timing-contradicted", _detail(learner)
+        return
     honest = _evaluate("matmul_bf16", "problems/matmul_bf16/seeds/cpu.py")
     assert learner.status == Status.ok == honest.status, _detail(learner) + _detail(honest)
     for shape in ("m=256, n=256, k=256", "m=128, n=512, k=1024"):
