@@ -433,5 +433,9 @@ def test_a_runner_contradicted_in_a_fresh_runner_too_is_refused_saying_so() -> N
     verdict = _evaluate("vector_add", "rt_channel_underreport")
     assert verdict.status == Status.rejected, _detail(verdict)
     assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "timing-contradicted"
-    assert "in a fresh runner, calibrated before the candidate loaded into it, after 2 contradicted attempts" \
-        in verdict.integrity.violation.reason, verdict.integrity.violation.reason
+    reason = verdict.integrity.violation.reason
+    # Refused in a fresh runner too, and saying so; or, where an earlier shape took the evaluation's one fresh
+    # runner or the phase's time left no room for one (a slow host: a whole run's 8M shape), refused after
+    # its attempts in the first runner, saying how many.
+    assert ("in a fresh runner, calibrated before the candidate loaded into it, after 2 contradicted attempts" in reason
+            or "(measured 2 times, contradicted each time)" in reason), reason
