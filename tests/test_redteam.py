@@ -283,8 +283,8 @@ def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
     if learner.status == Status.rejected:
         # Its deliberately failed first attempt under-reports; where every attempt reads so (a whole
         # suite's run: 1186 µs reported, 11,621 µs of CPU a call), the bound refuses it outright.
-        assert learner.integrity.violation is not None, _detail(learner)
-        assert learner.integrity.violation.rule == "timing-contradicted", _detail(learner)
+        violation = learner.integrity.violation
+        assert violation is not None and violation.rule == "timing-contradicted", _detail(learner)
         return
     honest = _evaluate("matmul_bf16", "problems/matmul_bf16/seeds/cpu.py")
     assert learner.status == Status.ok == honest.status, _detail(learner) + _detail(honest)
