@@ -70,7 +70,7 @@ def utilisation(timeline: list[dict], devices: list[int], wall: float) -> dict:
 STANDBY_LINE = re.compile(r"standby: host warm-up ([\d.]+) s; (?:device step done in ([\d.]+) s)?")
 
 
-def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], list[str], dict]:
+def run_pass(pool, problem: Path, files: list[Path], dump: Path | None = None) -> tuple[float, list[str], list[str], dict]:
     start = time.perf_counter()
     verdicts = pool.map(problem, files)
     wall = time.perf_counter() - start
@@ -102,6 +102,9 @@ def run_pass(pool, problem: Path, files: list[Path]) -> tuple[float, list[str], 
         "phase_medians_s": phases,
     }
     details["evaluation_s_sum"] = round(sum(v.wall_seconds or 0.0 for v in verdicts), 3)
+    if dump is not None:  # every verdict whole, for where its seconds went (phases, per-shape judge figures)
+        with dump.open("a") as out:
+            out.writelines(v.model_dump_json() + "\n" for v in verdicts)
     return wall, [v.status.value for v in verdicts], [v.message for v in verdicts if not v.passed], details
 
 
@@ -117,6 +120,7 @@ def main() -> None:
     parser.add_argument("--backends", nargs="*", default=["pool"], help="pool and/or ray (ray: one device set)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--warm", type=int, default=2, help="standby workers per device (local pool)")
+    parser.add_argument("--verdicts", type=Path, default=None, help="append every verdict, whole, to this JSONL file")
     args = parser.parse_args()
 
     options = EvalOptions(target=args.target, timing={"budget_s": args.budget})
@@ -141,7 +145,7 @@ def main() -> None:
                         pool.prewarm(problem)
                         slots = ray_slots(args.target)
                     try:
-                        wall, statuses, failures, details = run_pass(pool, problem, files)
+                        wall, statuses, failures, details = run_pass(pool, problem, files, args.verdicts)
                     finally:
                         pool.close()
                     row = {

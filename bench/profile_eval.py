@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("problem", nargs="?", default="vector_add")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--mode", default="check")
+    parser.add_argument("--budget", type=float, default=0.25, help="timing seconds per shape")
     args = parser.parse_args()
     py = sys.executable
     steps = {
@@ -64,7 +65,7 @@ def main() -> None:
     spec = load_problem(args.problem, args.target)
     seed = spec.seed_for(args.target)
     request = {"problem": str(spec.path), "submission": str(seed), "target": args.target, "mode": args.mode,
-               "timing": {"budget_s": 0.25, "warmup_s": 0.02}}
+               "timing": {"budget_s": args.budget, "warmup_s": 0.02}}
     evaluate_request(request, Quiet(), {}, {}, _start_runner)  # builds (or finds in cache)
     from sandbox.judge import libwatch
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.evaluator import EvalOptions, evaluate, scrubbed_env
+from sandbox.judge import isolation
 from sandbox.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,3 +148,35 @@ def test_the_runners_sandbox_binds_only_the_nodes_its_gpu_needs(tmp_path: Path, 
     bound = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
     assert str(dev / "nvidia1") in bound and str(dev / "nvidia0") not in bound and str(dev / "nvidiactl") in bound
     assert args[args.index("CUDA_VISIBLE_DEVICES") + 1] == "GPU-0001"  # the driver inside sees one GPU
+
+
+class _Dist:
+    """A distribution's files as importlib.metadata hands them over."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def read_text(self, name: str) -> str | None:
+        return self.files.get(name)
+
+
+def test_a_distributions_requirements_are_read_from_its_headers_alone() -> None:
+    metadata = ("Metadata-Version: 2.1\nName: some_pkg\nRequires-Dist: numpy>=1.2\n"
+                "Requires-Dist: rich ; extra == 'cli'\n\nRequires-Dist: in the description, not a header\n")
+    assert isolation._name_and_requirements(_Dist({"METADATA": metadata})) == (
+        "some_pkg", ["numpy>=1.2", "rich ; extra == 'cli'"])
+    assert isolation._name_and_requirements(_Dist({"PKG-INFO": "Name: old\n"})) == ("old", [])
+    assert isolation._name_and_requirements(_Dist({})) == (None, [])
+
+
+def test_a_record_rows_first_part_is_read_with_or_without_quotes() -> None:
+    assert isolation._first_part("torch/lib/libc10.so,sha256=abc,123") == "torch"
+    assert isolation._first_part("six.py,sha256=abc,1") == "six.py"
+    assert isolation._first_part('"odd,name/x.py",sha256=abc,1') == "odd,name"
+
+
+def test_the_runner_keeps_torch_and_what_it_needs_and_loses_the_projects_other_packages() -> None:
+    folders, _ = isolation._unneeded_packages()
+    names = {Path(folder).name for folder in folders}
+    assert not names & {"torch", "numpy", "yaml", "triton", "sympy", "networkx", "jinja2"}
+    assert {"langgraph", "chromadb", "pydantic"} <= names

@@ -237,3 +237,29 @@ def test_code_a_glimpse_left_unread_is_not_vouched_for(tmp_path: Path, monkeypat
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_host_libraries_are_walked_again_once_a_folder_changes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The walk is kept between evaluations; a library added anywhere below, or one changed in place, is seen.
+    root, kept = tmp_path / "lib", tmp_path / "kept"
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "libone.so").write_bytes(b"one")
+    monkeypatch.setattr(libcode, "_roots", lambda: [(str(root), str(root))])
+    libcode.preload(kept)
+    files, first = libcode._HOST[0]
+    assert [p.name for p in files] == ["libone.so"]
+    libcode.preload(kept)
+    assert libcode._HOST[0] == (files, first)  # nothing changed: the kept walk, the same identity
+    (root / "deep" / "er" / "libtwo.so.1").write_bytes(b"two")
+    libcode.preload(kept)
+    assert sorted(p.name for p in libcode._HOST[0][0]) == ["libone.so", "libtwo.so.1"]
+    second = libcode._HOST[0][1]
+    (root / "libone.so").write_bytes(b"one, rewritten in place")
+    libcode.preload(kept)
+    assert libcode._HOST[0][1] not in (first, second)
+    for text in ("{not json", '{"folders": {}, "files": []}'):  # unreadable, or a list that checks no folder
+        for stored in kept.iterdir():
+            stored.write_text(text)
+        libcode.preload(kept)
+        assert sorted(p.name for p in libcode._HOST[0][0]) == ["libone.so", "libtwo.so.1"]

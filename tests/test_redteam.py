@@ -9,6 +9,7 @@ runner each, so the module is marked slow.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from pathlib import Path
 
@@ -347,10 +348,19 @@ def _daemons(marker: str) -> list[str]:
     return found
 
 
+def _contents(folder: Path) -> dict[str, str]:
+    """Each file below `folder` and the digest of its bytes."""
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.skipif(not isolation.probe().available, reason="no bubblewrap or namespaces here: runners are not isolated")
 def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     before = set(glob.glob("/tmp/ks_rt_persist*")) | set(glob.glob("/var/tmp/ks_rt_persist*"))
-    for name in ("rt_persist_sitecustomize", "rt_persist_buildcache", "rt_persist_tmp", "rt_persist_daemon"):
+    _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")  # the judge's records of the host exist
+    judges_records = _contents(Path(os.environ["KS_CACHE_DIR"]) / "libcode")
+    assert any("libraries-" in path for path in judges_records)
+    for name in ("rt_persist_sitecustomize", "rt_persist_buildcache", "rt_persist_tmp", "rt_persist_daemon",
+                 "rt_persist_library_list"):
         verdict = _evaluate("vector_add", name, "check")
         assert verdict.status in {Status.ok, Status.runtime_error}, _detail(verdict)
     probe = _evaluate("vector_add", "rt_persist_probe", "check")
@@ -362,6 +372,8 @@ def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     assert not list(ROOT.glob("sitecustomize.py")) and not list(ROOT.glob("*.pth"))
     cache = Path(os.environ["KS_CACHE_DIR"])
     assert not [p for p in cache.rglob("*") if "ks_rt_persist" in p.name]
+    kept = _contents(cache / "libcode")  # the judge's library list and index, as they were
+    assert {path: kept.get(path) for path in judges_records} == judges_records
     honest = _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")
     assert honest.status == Status.ok, _detail(honest)
 

@@ -82,7 +82,7 @@ def _warm_host() -> None:
     from sandbox.judge import libcode, libwatch
 
     libwatch.preload_tables()
-    libcode.preload()
+    libcode.preload(libwatch.index_folder())
     if loaded is not None:  # the index of the problem's forbidden library code: built once per host, read here
         libwatch.prepare_index(loaded.integrity)
 
