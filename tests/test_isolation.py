@@ -180,3 +180,26 @@ def test_the_runner_keeps_torch_and_what_it_needs_and_loses_the_projects_other_p
     names = {Path(folder).name for folder in folders}
     assert not names & {"torch", "numpy", "yaml", "triton", "sympy", "networkx", "jinja2"}
     assert {"langgraph", "chromadb", "pydantic"} <= names
+
+
+def test_a_gpu_runner_starts_from_the_judges_kernel_builds_and_a_cpu_runner_never_sees_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.judge import session
+    from sandbox.runner import main as runner_main
+
+    monkeypatch.setenv("KS_CACHE_DIR", str(tmp_path / "cache"))
+    assert "KS_JUDGE_KERNELS" not in session._secret_free_env(gpu=True)  # no judge has built a kernel yet
+    built = session.judge_kernel_cache() / "abc123"
+    built.mkdir(parents=True)
+    (built / "fold.cubin").write_bytes(b"cubin")
+    assert "KS_JUDGE_KERNELS" not in session._secret_free_env(gpu=False)
+    env = session._secret_free_env(gpu=True)
+    assert env["KS_JUDGE_KERNELS"] == str(session.judge_kernel_cache())
+    private = tmp_path / "runner-tmp" / "triton"
+    monkeypatch.setenv("KS_JUDGE_KERNELS", env["KS_JUDGE_KERNELS"])
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(private))
+    runner_main._seed_kernel_cache()
+    assert (private / "abc123" / "fold.cubin").read_bytes() == b"cubin"
+    assert "KS_JUDGE_KERNELS" not in os.environ  # nothing of the judge's paths left for the candidate to read
+    (private / "abc123" / "fold.cubin").write_bytes(b"changed in the runner")
+    assert (built / "fold.cubin").read_bytes() == b"cubin"  # a copy: the judges' own builds stay as they were

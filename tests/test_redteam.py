@@ -358,6 +358,7 @@ def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     before = set(glob.glob("/tmp/ks_rt_persist*")) | set(glob.glob("/var/tmp/ks_rt_persist*"))
     _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")  # the judge's records of the host exist
     judges_records = _contents(Path(os.environ["KS_CACHE_DIR"]) / "libcode")
+    judges_builds = _contents(Path(os.environ["KS_CACHE_DIR"]) / "triton-judge")
     assert any("libraries-" in path for path in judges_records)
     for name in ("rt_persist_sitecustomize", "rt_persist_buildcache", "rt_persist_tmp", "rt_persist_daemon",
                  "rt_persist_library_list"):
@@ -374,6 +375,7 @@ def test_what_a_candidate_plants_does_not_reach_the_next_one() -> None:
     assert not [p for p in cache.rglob("*") if "ks_rt_persist" in p.name]
     kept = _contents(cache / "libcode")  # the judge's library list and index, as they were
     assert {path: kept.get(path) for path in judges_records} == judges_records
+    assert _contents(cache / "triton-judge") == judges_builds  # nothing planted among the judges' kernel builds
     honest = _evaluate("vector_add", "problems/vector_add/seeds/cpu.py", "check")
     assert honest.status == Status.ok, _detail(honest)
 

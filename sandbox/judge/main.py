@@ -166,6 +166,9 @@ def main(argv: list[str]) -> int:
     except (OSError, AttributeError):
         pass
     events = Events()
+    from sandbox.judge.session import use_judge_kernel_cache
+
+    use_judge_kernel_cache()  # before anything here builds a Triton kernel
     if os.environ.get("KS_CORES"):
         from sandbox.envinfo import parse_cores, pin_to_cores
 

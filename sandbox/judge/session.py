@@ -116,11 +116,26 @@ class Call:
     steps_us: tuple[float, ...] | None = None
 
 
+def judge_kernel_cache() -> Path:
+    """Where judges keep Triton's builds of their own kernels (the digest's fold): a folder only judges write.
+    A runner's Triton cache is private to its sandbox and starts empty, so each runner built the fold again,
+    2-3 s of every GPU evaluation's first calibration, with the device held; each now starts from a copy of
+    this folder (`sandbox/runner/main.py`), made before any candidate code exists in it."""
+    return native.buildcache.cache_root().parent / "triton-judge"
+
+
+def use_judge_kernel_cache() -> None:
+    """This process (a judge) builds its Triton kernels into `judge_kernel_cache`."""
+    os.environ["TRITON_CACHE_DIR"] = str(judge_kernel_cache())
+
+
 def _secret_free_env(gpu: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _RUNNER_ENV}
     env.update(HOME="/tmp", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
                TORCHINDUCTOR_CACHE_DIR="/tmp/inductor")
+    if gpu and judge_kernel_cache().is_dir():
+        env["KS_JUDGE_KERNELS"] = str(judge_kernel_cache())
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
         # Idle OpenMP threads sleep rather than spin after a parallel region: a runner that waits for
@@ -146,7 +161,7 @@ class RunnerSession:
         command = isolation.command(
             inner, env=env, gpu=gpu,
             readable=[*RUNNER_SOURCES, Path(sys.prefix), Path(sys.base_prefix), problem_dir, problem_dir.parent,
-                      native.buildcache.cache_root()],
+                      native.buildcache.cache_root(), *([judge_kernel_cache()] if "KS_JUDGE_KERNELS" in env else [])],
             hidden=[reference] if reference.is_file() else [],
         )
         self.isolated = command is not inner

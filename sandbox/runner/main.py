@@ -532,9 +532,25 @@ def _limit_resources() -> None:
             pass
 
 
+def _seed_kernel_cache() -> None:
+    """The judges' builds of their own Triton kernels (the digest's fold), copied into this runner's private
+    Triton cache before any candidate code exists: the same kernels, loaded rather than built again. The
+    judges' folder is read-only here; what a candidate later writes to the copy dies with this sandbox."""
+    source, target = os.environ.pop("KS_JUDGE_KERNELS", None), os.environ.get("TRITON_CACHE_DIR")
+    if not source or not target or not os.path.isdir(source):
+        return
+    import shutil
+
+    try:
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    except (OSError, shutil.Error) as exc:  # a build the judge was writing as it was copied: built here again
+        sys.stderr.write(f"runner: the judges' kernel builds were not all copied ({str(exc)[:200]})\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv if argv is None else argv
     _limit_resources()
+    _seed_kernel_cache()
     from sandbox.runner import seccomp
 
     on_gpu = len(argv) > 2 and argv[2] == "gpu"

@@ -1,5 +1,5 @@
 """Trick (class 6, persist): forge the judge's record of the host's libraries, so that later candidates
-are judged against an index that knows no library code.
+are judged against an index that knows no library code, and plant a build in the judges' Triton cache.
 
 The judge keeps, beside the build cache, a list of the host's shared libraries (trusted while none of
 the folders it walked has changed) and an index of the forbidden functions' bytes built from them. A
@@ -39,6 +39,16 @@ for folder in folders:
                 written.append(index)
     except OSError as exc:
         refused.append(f"{folder}: {exc.strerror}")
+for pattern in ["/root/.cache/kernel-scientist/triton-judge", "/home/*/.cache/kernel-scientist/triton-judge",
+                "/tmp/pytest-of-*/*/ks-cache*/triton-judge", os.environ.get("KS_JUDGE_KERNELS") or "/nonexistent"]:
+    for folder in glob.glob(pattern):
+        try:
+            os.makedirs(os.path.join(folder, MARK), exist_ok=True)
+            with open(os.path.join(folder, MARK, "fold.cubin"), "wb") as f:
+                f.write(b"planted")
+            written.append(folder)
+        except OSError as exc:
+            refused.append(f"{folder}: {exc.strerror}")
 sys.stderr.write(f"rt_persist_library_list: written={written} refused={refused[:5]}\n")
 
 lib = load_cpp(r"""

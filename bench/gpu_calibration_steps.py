@@ -1,0 +1,82 @@
+"""Where a GPU calibration's seconds go, step by step, for each benchmark shape of a problem.
+
+    python bench/gpu_calibration_steps.py matmul_bf16 [--passes 2]
+
+A standby judge calibrates every shape ahead of its request (sandbox/judge/ahead.py), holding the device
+for each shape: on a busy GPU that time is the device's, taken from the evaluations. This does what
+`timed.calibrated` does, with the same functions and a fresh runner, and times each step: drawing the two
+sets and the reference's first output (`shapes.prepare`), each no-op batch with the check between batches,
+and letting the sets go. A second pass over the same runner shows what the first paid once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("problem")
+    parser.add_argument("--target", default="cuda")
+    parser.add_argument("--passes", type=int, default=2)
+    args = parser.parse_args()
+    os.chdir(tempfile.mkdtemp(prefix="ks-calsteps-"))
+    from sandbox import integrity
+    from sandbox.judge import shapes, timed
+    from sandbox.judge.checks import Judge
+    from sandbox.judge.main import _start_runner
+    from sandbox.judge.session import use_judge_kernel_cache
+    from sandbox.problem import load_problem
+
+    use_judge_kernel_cache()  # as the judge process does
+
+    problem = load_problem(args.problem, args.target)
+    problem.bind()
+    gpu = args.target != "cpu"
+    started = time.perf_counter()
+    runner = _start_runner(problem.path if problem.path.is_dir() else problem.path.parent, gpu)
+    judge = Judge(problem=problem, device="cuda:0" if gpu else "cpu", session=runner,
+                  policy=integrity.Policy.from_dict(problem.integrity))
+    judge.deadline = time.monotonic() + 600
+    judge._ensure(1 << 20)
+    print(f"runner started and greeted, arena set up: {time.perf_counter() - started:.2f} s", flush=True)
+    original = timed._exercise
+    exercise_s: list[float] = []
+
+    def exercise(*a: object) -> None:
+        t = time.perf_counter()
+        original(*a)  # type: ignore[arg-type]
+        exercise_s.append(time.perf_counter() - t)
+
+    timed._exercise = exercise  # type: ignore[assignment]
+    for run in range(args.passes):
+        for params in problem.benchmarks:
+            t0 = time.perf_counter()
+            shape = shapes.prepare(judge, params)
+            t1 = time.perf_counter()
+            exercise_s.clear()
+            calibration = timed.calibrate(judge, shape)
+            t2 = time.perf_counter()
+            shapes.release(judge, shape)
+            del shape
+            shapes.free_device_memory(judge.device)
+            t3 = time.perf_counter()
+            batches = calibration.batch_us or []
+            print(f"pass {run} {problem.shape_label(params)}: prepare {t1 - t0:.3f} s, calibrate {t2 - t1:.3f} s of which checks between batches "
+                  f"{sum(exercise_s):.3f} s (median {statistics.median(exercise_s) if exercise_s else 0:.3f}), "
+                  f"release {t3 - t2:.3f} s; batch of {calibration.batch}, overhead "
+                  f"{calibration.overhead_us:.0f} µs ± {calibration.spread_us:.0f}; {len(batches)} batches said",
+                  flush=True)
+    runner.close()
+
+
+if __name__ == "__main__":
+    main()
