@@ -12,7 +12,10 @@ and letting the sets go. A second pass over the same runner shows what the first
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -27,6 +30,7 @@ def main() -> None:
     parser.add_argument("problem")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="profile the first shape's calibration (this process)")
     args = parser.parse_args()
     os.chdir(tempfile.mkdtemp(prefix="ks-calsteps-"))
     from sandbox import integrity
@@ -57,19 +61,40 @@ def main() -> None:
         exercise_s.append(time.perf_counter() - t)
 
     timed._exercise = exercise  # type: ignore[assignment]
+    batch = runner.batch
+    trips: list[str] = []
+
+    def timed_batch(*a: object, **k: object) -> object:
+        t = time.perf_counter()
+        out = batch(*a, **k)  # type: ignore[arg-type]
+        said = runner.batch_said
+        trips.append(f"{time.perf_counter() - t:.3f}s" + (f" (runner said {[round(x) for x in said]} µs)" if said else ""))
+        return out
+
+    runner.batch = timed_batch  # type: ignore[method-assign]
     for run in range(args.passes):
         for params in problem.benchmarks:
             t0 = time.perf_counter()
             shape = shapes.prepare(judge, params)
             t1 = time.perf_counter()
             exercise_s.clear()
+            profiler = cProfile.Profile() if args.profile and run == 0 and params is problem.benchmarks[0] else None
+            if profiler is not None:
+                profiler.enable()
             calibration = timed.calibrate(judge, shape)
             t2 = time.perf_counter()
+            if profiler is not None:
+                profiler.disable()
+                out = io.StringIO()
+                pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+                print(out.getvalue()[-7000:], flush=True)
             shapes.release(judge, shape)
             del shape
             shapes.free_device_memory(judge.device)
             t3 = time.perf_counter()
             batches = calibration.batch_us or []
+            print(f"  round trips: {trips}", flush=True)
+            trips.clear()
             print(f"pass {run} {problem.shape_label(params)}: prepare {t1 - t0:.3f} s, calibrate {t2 - t1:.3f} s of which checks between batches "
                   f"{sum(exercise_s):.3f} s (median {statistics.median(exercise_s) if exercise_s else 0:.3f}), "
                   f"release {t3 - t2:.3f} s; batch of {calibration.batch}, overhead "
