@@ -278,12 +278,11 @@ def _unneeded_packages() -> tuple[tuple[str, ...], tuple[str, ...]]:
     A top-level name that a needed distribution also uses (a namespace package) stays."""
     import importlib.metadata as metadata
 
-    found: dict[str, metadata.Distribution] = {}
-    requires: dict[str, list[str]] = {}
+    found: dict[str, tuple[metadata.Distribution, list[str]]] = {}  # by normalised name: the first found
     for dist in metadata.distributions():
         name, needs = _name_and_requirements(dist)
-        if name and _normal(name) not in found:
-            found[_normal(name)], requires[_normal(name)] = dist, needs
+        if name:
+            found.setdefault(_normal(name), (dist, needs))
     needed: set[str] = set()
     todo = [*RUNNER_PACKAGES, *(name for name in found if name.startswith(RUNNER_PACKAGE_FAMILIES))]
     while todo:
@@ -291,9 +290,9 @@ def _unneeded_packages() -> tuple[tuple[str, ...], tuple[str, ...]]:
         if name in needed or name not in found:
             continue
         needed.add(name)
-        todo += [re.split(r"[ ;<>=!~\[(]", r.strip())[0] for r in requires[name] if "extra ==" not in r]
-    kept = {top for name in needed for top in _top_level(found[name])}
-    unneeded = {top for name, dist in found.items() if name not in needed for top in _top_level(dist)} - kept
+        todo += [re.split(r"[ ;<>=!~\[(]", r.strip())[0] for r in found[name][1] if "extra ==" not in r]
+    kept = {top for name in needed for top in _top_level(found[name][0])}
+    unneeded = {top for name, (dist, _) in found.items() if name not in needed for top in _top_level(dist)} - kept
     # Only what lies in the interpreter's package folders (an editable install names the project's own).
     homes = {Path(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}}
     unneeded = {top for top in unneeded if top.is_absolute() and top.parent in homes}

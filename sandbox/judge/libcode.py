@@ -165,7 +165,7 @@ class Index:
 
 def library_files() -> Iterator[Path]:
     """Every shared library a runner could read: the interpreter's packages and the system's."""
-    files, _ = _walk()
+    files, _ = _walk(_roots())
     return iter(files)
 
 
@@ -183,14 +183,14 @@ def _roots() -> list[tuple[str, str]]:
     return roots
 
 
-def _walk() -> tuple[list[Path], dict[str, int]]:
-    """The libraries under the roots, and every folder walked with its modification time. Walked with
+def _walk(roots: list[tuple[str, str]]) -> tuple[list[Path], dict[str, int]]:
+    """The libraries under `roots` (`_roots`), and every folder walked with its modification time. Walked with
     `os.scandir`, whose entries know their type: a path object per file walked had cost a second before
     every evaluation."""
     seen: set[tuple[int, int]] = set()
     files: list[Path] = []
     folders_seen: dict[str, int] = {}
-    for _, root in _roots():
+    for _, root in roots:
         folders = [root]
         while folders:
             folder = folders.pop()
@@ -230,7 +230,7 @@ def _remembered_walk(folder: Path) -> list[Path]:
             return [Path(p) for p in kept["files"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    files, folders = _walk()
+    files, folders = _walk(roots)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _write_file(stored, json.dumps({"folders": folders, "files": [str(p) for p in files]}).encode())

@@ -134,8 +134,8 @@ def _secret_free_env(gpu: bool) -> dict[str, str]:
     env.update(HOME="/tmp", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TRITON_CACHE_DIR="/tmp/triton", TORCH_EXTENSIONS_DIR="/tmp/torch_extensions",
                TORCHINDUCTOR_CACHE_DIR="/tmp/inductor")
-    if gpu and judge_kernel_cache().is_dir():
-        env["KS_JUDGE_KERNELS"] = str(judge_kernel_cache())
+    if gpu and (kernels := judge_kernel_cache()).is_dir():
+        env["KS_JUDGE_KERNELS"] = str(kernels)
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
         # Idle OpenMP threads sleep rather than spin after a parallel region: a runner that waits for
