@@ -543,18 +543,21 @@ def test_the_no_op_timed_again_beside_the_candidate_keeps_the_smaller_overhead(m
                            cpu_overhead_us=900.0, cpu_spread_us=40.0)
     fresh = Calibration(batch=4, overhead_us=1400.0, spread_us=100.0, samples_us=[1400.0] * 5,
                         cpu_overhead_us=1200.0, cpu_spread_us=60.0)
-    monkeypatch.setattr(timed, "calibrate", lambda judge, shape: fresh)
+    monkeypatch.setattr(timed, "calibrate", lambda judge, shape, when: fresh)
     kept = timed.recalibrated(None, None, inflated)  # type: ignore[arg-type]
     # Each clock keeps its smaller overhead: the first calibration's burst is gone, and a no-op the
     # candidate slowed (here the CPU's) cannot widen the allowance.
     assert (kept.overhead_us, kept.spread_us) == (1400.0, 100.0)
     assert (kept.cpu_overhead_us, kept.cpu_spread_us) == (900.0, 40.0)
 
-    def broken(judge: object, shape: object) -> Calibration:
-        raise CandidateFailure("the no-op failed")
+    def broken(judge: object, shape: object, when: str) -> Calibration:
+        raise CandidateFailure(f"the runner's no-op failed {when}")
 
+    # A no-op broken beside the candidate (its code patched the runner's) would have kept the burst's
+    # overhead, 13 ms a batch subtracted from the judge's clock: the kernel's timing fails instead.
     monkeypatch.setattr(timed, "calibrate", broken)
-    assert timed.recalibrated(None, None, inflated) is inflated  # type: ignore[arg-type]
+    with pytest.raises(CandidateFailure, match="beside the candidate's code"):
+        timed.recalibrated(None, None, inflated)  # type: ignore[arg-type]
 
 
 def test_a_calibration_made_beside_the_candidate_only_ever_tightens_the_bound() -> None:
@@ -613,6 +616,29 @@ def test_a_batchs_figure_on_the_cpu_is_never_below_what_its_cpu_time_shows() -> 
     figure = bound.batch_figure(1000.0, 0.0, calibration, "cpu", cpu_judged=9000.0)
     assert figure == pytest.approx(9000.0 / bound.cores() - 150.0)
     assert bound.batch_figure(1000.0, 0.0, calibration, "cuda", cpu_judged=9000.0) == 1000.0
+
+
+@pytest.mark.parametrize("spread_us", [0.0, 30.0, 1600.0, 20000.0])
+def test_a_batchs_figure_on_the_cpu_is_the_work_its_runner_did_however_noisy_the_round_trips(spread_us: float) -> None:
+    # A runner reporting a fifth of a 2 ms batch whose processes used 1.9 ms of CPU beyond the no-op's: a
+    # calibration whose round trips spread widely (a noisy host, as CI's, 1.6 ms a batch) takes nothing off
+    # the CPU time, whose own spread stays small; one thread's work is not shared by the other cores.
+    calibration = Calibration(batch=4, overhead_us=1400.0, spread_us=spread_us, samples_us=[1400.0] * 5,
+                              cpu_overhead_us=1200.0, cpu_spread_us=20.0)
+    assert bound.batch_figure(400.0, 2000.0, calibration, "cpu", cpu_judged=1900.0) == pytest.approx(
+        max(1900.0 - 30.0, 2000.0 - 1.5 * spread_us))
+    # A kernel on two cores: its CPU time twice its round trip, whose time stands.
+    figure = bound.batch_figure(400.0, 2000.0, calibration, "cpu", cpu_judged=4000.0)
+    assert figure == pytest.approx(max(2000.0 - 30.0, 4000.0 / bound.cores() - 30.0, 2000.0 - 1.5 * spread_us))
+    # One thread's work in a batch that also waited for a core: its CPU time, whole, not shared by the cores.
+    assert bound.batch_figure(400.0, 2500.0, calibration, "cpu", cpu_judged=1900.0) == pytest.approx(
+        max(1900.0 - 30.0, 2500.0 - 1.5 * spread_us))
+    # More CPU time than round trip (several cores): the round trip less the CPU time's spread.
+    assert bound.batch_figure(400.0, 1500.0, calibration, "cpu", cpu_judged=1900.0) == pytest.approx(
+        max(1500.0 - 30.0, 1500.0 - 1.5 * spread_us))
+    assert bound.batch_figure(2100.0, 2000.0, calibration, "cpu", cpu_judged=1900.0) == 2100.0  # the runner says more
+    assert bound.batch_figure(400.0, 2000.0, calibration, "cpu") == 2000.0  # no CPU time read: the round trip, whole
+    assert bound.batch_figure(400.0, 2000.0, calibration, "cuda", cpu_judged=1900.0) == 400.0  # a GPU's: its events
 
 
 def test_the_cpu_time_of_a_process_is_read_to_the_microsecond() -> None:

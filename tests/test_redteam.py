@@ -11,12 +11,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import statistics
 from pathlib import Path
 
 import pytest
 
 from sandbox.evaluator import EvalOptions, PhaseLimits, evaluate
 from sandbox.judge import isolation
+from sandbox.judge.bound import cores
 from sandbox.judge.evaluation import RECIPE_ON_CPU
 from sandbox.judge.session import READ_OUTPUTS
 from sandbox.verdict import Status, Verdict
@@ -73,6 +75,8 @@ CHEATS = [
      "timing-contradicted"),
     # ... and the second calibration, run beside the candidate's code, can only tighten the bound
     ("channel", "softmax", "rt_channel_recalibration_overreport", "full", {Status.rejected}, "timing-impossible"),
+    # ... and breaking it fails the kernel's timing rather than leaving the first calibration in force
+    ("channel", "vector_add", "rt_channel_noop_broken_after_load", "full", {Status.runtime_error}, None),
     # 3. cheating only where nobody looks: every call looks the same, the checked ones are drawn after
     ("nolook", "softmax", "rt_nolook_first_n", "full", CAUGHT, None),
     ("nolook", "softmax", "rt_nolook_every_k", "full", CAUGHT, None),
@@ -308,11 +312,15 @@ def test_learning_the_family_of_the_timed_inputs_gains_nothing() -> None:
                                            ("vector_add", "rt_channel_forged_batch_steps"),
                                            # Every fifth and sixth no-op batch burns 300 ms, the others
                                            # report 95% of the runner's own time: a 300 ms spread.
-                                           ("vector_add", "rt_channel_recalibration_spread")])
+                                           ("vector_add", "rt_channel_recalibration_spread"),
+                                           # Every call said to take the fastest time of its size, a 1 ms
+                                           # sleep in every other one hidden so.
+                                           ("vector_add", "rt_channel_underreport_slow_calls")])
 def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem: str, name: str) -> None:
     # Beyond the bound's allowance a runner's figure is rejected; inside it (or where the host's noise
-    # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it
-    # beyond the overhead's noise.
+    # widens it) it is not, but a batch's figure is never below what the judge's clock saw of it beyond
+    # the overhead's noise, nor below the CPU time its runner used (one core's worth where the round trip
+    # was as long) beyond the CPU time's own noise, which a loaded host leaves small.
     verdict = _evaluate(problem, name)
     if verdict.status == Status.rejected:
         assert verdict.integrity.violation is not None and verdict.integrity.violation.rule == "timing-contradicted"
@@ -323,6 +331,10 @@ def test_a_runner_that_under_reports_inside_the_allowance_gains_nothing(problem:
         assert float(judge.get("spread_us", 0.0)) < 100_000, judge  # the noise allowed is the no-op's, unshaped
         noise = 1.5 * float(judge.get("spread_us", 0.0)) / float(judge.get("batch", 1))
         assert bench.median_us >= (bench.judge_median_us or 0.0) - noise - 1.0, (bench.median_us, bench.judge_median_us, judge)
+        if "cpu_per_call_us" in judge:
+            worked = [max(min(c, j), c / cores()) for c, j in zip(judge["cpu_per_call_us"], judge["per_call_us"], strict=True)]
+            cpu_noise = 1.5 * float(judge["cpu_spread_us"]) / float(judge.get("batch", 1))
+            assert bench.median_us >= statistics.median(worked) - cpu_noise - 1.0, (bench.median_us, worked, judge)
 
 
 def test_a_slowed_reference_does_not_inflate_the_speedup() -> None:

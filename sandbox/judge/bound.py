@@ -2,7 +2,7 @@
 
 The judge times each batch of calls from request to answer and, on the CPU, reads the CPU time the
 runner's sandbox used; `Calibration` holds the same for the trusted no-op. A batch's figure on the
-CPU is never below the judge's clocks (`batch_figure`); beyond an allowance the runner's figures are
+CPU is never below the work the judge's clocks saw (`batch_figure`); beyond an allowance the runner's figures are
 refused (`bound_by_judge`), as is a runner whose own work got cheaper than its no-op's
 (`overhead_floor`) and one that worked while it had no call to run or was stopped (`idle_bound`,
 `stayed_still`). sandbox/judge/timed.py drives the batches and calls these.
@@ -125,22 +125,28 @@ def idle_bound(idle_s: float, calls_s: float, where: str = "") -> None:
 
 
 def batch_figure(reported: float, judged: float, calibration: Calibration, device: str,
-            cpu_judged: float | None = None) -> float:
-    """A batch's figure: the runner's, and on the CPU never less than what the judge's own clock saw of
-    the batch beyond the calibrated overhead and its noise, nor than the CPU time the runner's
-    processes used beyond the no-op's, shared by every core they may use. The bound below lets a
-    runner's figure fall short by a factor and a floor before it rejects; inside that allowance an
-    under-reporting runner would otherwise gain, and on the CPU both clocks measure the same host
-    time. The CPU time stands where the round trips cannot: on a host loaded enough that the
-    calibration's spread swallows the kernel, a runner reporting a fifth of its time was seen at
-    4.5 ms of CPU per call, steadily, while its round trips ranged from 0 to 16 ms. On a GPU the
+                 cpu_judged: float | None = None) -> float:
+    """A batch's figure: the runner's, and on the CPU never less than the work the judge's own clocks
+    saw in the batch. The bound below lets a runner's figure fall short by a factor and a floor before
+    it rejects; inside that allowance an under-reporting runner would otherwise gain.
+
+    That work is the CPU time the runner's processes used beyond the no-op's, spread over as many cores
+    as the batch can have kept busy: its CPU time over its round trip beyond the calibrated overhead, at
+    least one core and at most every core it may use (one thread's work stands whole; a kernel on several
+    cores finishes in its wall time; a round trip that an overhead measured in a burst of load shortened
+    to nothing leaves the CPU time shared by every core). Less 1.5 times its calibration's spread, which
+    stays small on a loaded host, where waiting for a core costs no CPU time. The round trip's spread does
+    not: with 1.6 ms allowed a batch on a noisy CI host, a paired base reporting a fifth of its time read
+    0.59 of its honest twin when the floor was the round trip less that allowance or the CPU time shared
+    by every core. The round trip less its own spread stays a floor, for a kernel that waits without
+    working; where the CPU time cannot be read, the round trip stands with no allowance. On a GPU the
     runner's figure is the device's (events), which the host's clocks cannot stand in for."""
     if device != "cpu":
         return reported
-    floor = judged - 1.5 * calibration.spread_us
-    if cpu_judged is not None:
-        floor = max(floor, cpu_judged / cores() - 1.5 * calibration.cpu_spread_us)
-    return max(reported, floor)
+    if cpu_judged is None:
+        return max(reported, judged)
+    worked = max(min(cpu_judged, judged), cpu_judged / cores()) - 1.5 * calibration.cpu_spread_us
+    return max(reported, judged - 1.5 * calibration.spread_us, worked)
 
 
 def stayed_still(session: Any, before: float | None, during: str) -> None:
@@ -182,6 +188,7 @@ def bound_by_judge(reported: list[float], judged: list[float], sizes: list[int],
         "per_call_us": [round(j / n, 1) for j, n in zip(judged, sizes, strict=True)]}
     if cpu_judged:
         seen["cpu_per_call_us"] = [round(c / n, 1) for c, n in zip(cpu_judged, sizes, strict=True)]
+        seen["cpu_spread_us"] = round(calibration.cpu_spread_us, 1)
     detail = {"judge_median_us": judge, "judge": seen}
     if judge <= allowed:
         return detail

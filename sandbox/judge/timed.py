@@ -112,7 +112,7 @@ def _verify(judge: Judge, shape: Shape, batch: Batch, j: int, call: Call, timed:
 # -- the shape ----------------------------------------------------------------------------------
 
 
-def calibrate(judge: Judge, shape: Shape) -> Calibration:
+def calibrate(judge: Judge, shape: Shape, when: str = "before any candidate loaded") -> Calibration:
     """Batches of the trusted no-op on this shape's data: the judge's clock, less what the no-op reports."""
     overheads: list[float] = []
     cpu_overheads: list[float] = []
@@ -123,7 +123,7 @@ def calibrate(judge: Judge, shape: Shape) -> Calibration:
         calls, rtt = judge.session.batch(batch.items, judge.deadline, noop=True, out_bytes=shape.out_bytes,
                                          out_path=shape.buffers[0] if shape.buffers else None)
         if len(calls) < len(batch.items) or not all(c.ok for c in calls):
-            raise CandidateFailure(f"the runner's no-op failed before any candidate loaded: {calls[-1].message}")
+            raise CandidateFailure(f"the runner's no-op failed {when}: {calls[-1].message}")
         if attempt:  # the first batch pays first-use costs (allocations, module loads): not the overhead
             reported = sum(c.reported_us for c in calls)
             overheads.append(max(0.0, rtt - reported))
@@ -163,14 +163,12 @@ def recalibrated(judge: Judge, shape: Shape, calibration: Calibration) -> Calibr
     it can only tighten the bound. Kept whole for its smaller overhead, a calibration whose runner
     over-reported some no-op batches (overhead 0) and burned the CPU in others (a spread of 300 ms)
     was seen to let a 50x under-reporting runner pass; over-reporting itself is refused by the
-    session (its figures must fit in the round trip). A no-op that fails now leaves the first in force.
-    On a GPU as on the CPU: there the late no-op's steps (what its runner says each took) are the ones
-    shown beside the kernel's, both taken with the candidate's code loaded."""
-    try:
-        fresh = calibrate(judge, shape)
-    except CandidateFailure:
-        return calibration
-    return tightest(calibration, fresh)
+    session (its figures must fit in the round trip). A no-op that fails now fails the kernel's timing:
+    the trusted no-op breaks only where the candidate's code broke its runner, and leaving the first
+    calibration in force would let a candidate keep a burst's overhead, which subtracts its own time from
+    the judge's clock. On a GPU as on the CPU: there the late no-op's steps (what its runner says each
+    took) are the ones shown beside the kernel's, both taken with the candidate's code loaded."""
+    return tightest(calibration, calibrate(judge, shape, "beside the candidate's code"))
 
 
 def tightest(first: Calibration, later: Calibration) -> Calibration:
