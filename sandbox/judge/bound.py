@@ -2,8 +2,8 @@
 
 The judge times each batch of calls from request to answer and, on the CPU, reads the CPU time the
 runner's sandbox used; `Calibration` holds the same for the trusted no-op. A batch's figure on the
-CPU is never below the work the judge's clocks saw (`batch_figure`); beyond an allowance the runner's figures are
-refused (`bound_by_judge`), as is a runner whose own work got cheaper than its no-op's
+CPU is never below the work the judge's clocks saw (`batch_figure`); beyond an allowance the runner's
+figures are refused (`bound_by_judge`), as is a runner whose own work got cheaper than its no-op's
 (`overhead_floor`) and one that worked while it had no call to run or was stopped (`idle_bound`,
 `stayed_still`). sandbox/judge/timed.py drives the batches and calls these.
 """
@@ -134,13 +134,14 @@ def batch_figure(reported: float, judged: float, calibration: Calibration, devic
     as the batch can have kept busy: its CPU time over its round trip beyond the calibrated overhead, at
     least one core and at most every core it may use (one thread's work stands whole; a kernel on several
     cores finishes in its wall time; a round trip that an overhead measured in a burst of load shortened
-    to nothing leaves the CPU time shared by every core). Less 1.5 times its calibration's spread, which
-    stays small on a loaded host, where waiting for a core costs no CPU time. The round trip's spread does
-    not: with 1.6 ms allowed a batch on a noisy CI host, a paired base reporting a fifth of its time read
-    0.59 of its honest twin when the floor was the round trip less that allowance or the CPU time shared
-    by every core. The round trip less its own spread stays a floor, for a kernel that waits without
-    working; where the CPU time cannot be read, the round trip stands with no allowance. On a GPU the
-    runner's figure is the device's (events), which the host's clocks cannot stand in for."""
+    to nothing leaves the CPU time shared by every core). Less 1.5 times the calibration's spread of the
+    no-op's CPU time, which stays small on a loaded host, where waiting for a core costs no CPU time.
+    The round trip's spread does not: with 1.6 ms allowed a batch on a noisy CI host, a paired base
+    reporting a fifth of its time read 0.59 of its honest twin when the floor was the round trip less
+    that allowance or the CPU time shared by every core. The round trip less its own spread stays a
+    floor, for a kernel that waits without working; where the CPU time cannot be read, the round trip
+    stands with no allowance. On a GPU the runner's figure is the device's (events), which the host's
+    clocks cannot stand in for."""
     if device != "cpu":
         return reported
     if cpu_judged is None:
